@@ -1,0 +1,48 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// ErrorBody is the JSON envelope of every error response:
+// {"error":{"code":"RECORD_TOO_LARGE","message":"...","retriable":false}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of ErrorBody.
+type ErrorDetail struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retriable bool   `json:"retriable"`
+}
+
+// WriteError classifies err and writes it as the JSON envelope with the table's status.
+func WriteError(w http.ResponseWriter, err error) {
+	e := Classify(err)
+	spec := Lookup(e.Code)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(HeaderErrorCode, string(e.Code))
+	if spec.Retriable && (spec.Status == http.StatusServiceUnavailable || spec.Status == http.StatusTooManyRequests) {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(spec.Status)
+	_ = json.NewEncoder(w).Encode(ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, Retriable: spec.Retriable}})
+}
+
+// ReadError decodes an error response into an *Error. A body that is not the
+// envelope becomes INTERNAL (5xx) or INVALID_REQUEST (4xx) with the body as message.
+func ReadError(resp *http.Response) *Error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body ErrorBody
+	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
+		return &Error{Code: body.Error.Code, Message: body.Error.Message}
+	}
+	code := CodeInternal
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		code = CodeInvalidRequest
+	}
+	return Errorf(code, "HTTP %d: %s", resp.StatusCode, string(b))
+}
