@@ -1,0 +1,33 @@
+package api
+
+// Cluster metadata as brokers and gateways keep it in the coordinator. These are
+// JSON documents under the znodes listed in DESIGN.md.
+
+// BrokerRegistration is the data of /brokers/ids/{id} (ephemeral).
+type BrokerRegistration struct {
+	ID      int32  `json:"id"`
+	Address string `json:"address"` // host:port of the broker's internal HTTP API
+	Rack    string `json:"rack,omitempty"`
+}
+
+// ControllerRegistration is the data of /controller (ephemeral).
+type ControllerRegistration struct {
+	BrokerID int32 `json:"broker_id"`
+	Epoch    int32 `json:"epoch"`
+}
+
+// TopicRecord is the data of /brokers/topics/{topic}: the replica assignment
+// (replicas[p] lists partition p's brokers, preferred leader first) and configs.
+type TopicRecord struct {
+	Replicas [][]int32         `json:"replicas"`
+	Configs  map[string]string `json:"configs"`
+}
+
+// PartitionState is the data of /brokers/topics/{topic}/partitions/{p}/state.
+// It changes only by a conditional write on its znode version.
+type PartitionState struct {
+	Leader          int32   `json:"leader"` // -1 when offline
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	ISR             []int32 `json:"isr"`
+	ControllerEpoch int32   `json:"controller_epoch"`
+}

@@ -1,0 +1,112 @@
+package api
+
+import "encoding/json"
+
+// Public API v1 shapes, shared by the gateway, the CLI and tests. openapi.yaml
+// describes the same shapes; a test keeps the two in step.
+
+// ClusterInfo answers GET /v1/cluster.
+type ClusterInfo struct {
+	Brokers    []BrokerStatus `json:"brokers"`
+	Controller int32          `json:"controller"`
+	Version    string         `json:"version"`
+}
+
+// BrokerStatus is one broker as the cluster sees it.
+type BrokerStatus struct {
+	ID      int32  `json:"id"`
+	Address string `json:"address"`
+	Alive   bool   `json:"alive"`
+}
+
+// CreateTopicRequest is the body of POST /v1/topics.
+type CreateTopicRequest struct {
+	Name              string            `json:"name"`
+	Partitions        int               `json:"partitions"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Configs           map[string]string `json:"configs,omitempty"`
+}
+
+// Topic answers GET /v1/topics/{topic} and POST /v1/topics.
+type Topic struct {
+	Name              string            `json:"name"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"`
+	Partitions        []PartitionInfo   `json:"partitions"`
+}
+
+// TopicList answers GET /v1/topics.
+type TopicList struct {
+	Topics []Topic `json:"topics"`
+}
+
+// PartitionInfo is one partition's placement and positions.
+type PartitionInfo struct {
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	Offline        bool    `json:"offline"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	HighWatermark  int64   `json:"high_watermark"`
+	LogEndOffset   int64   `json:"log_end_offset"`
+}
+
+// ProduceRecord is one record in a JSON or NDJSON produce body. Key and Value
+// are JSON; KeyB64 and ValueB64 carry binary instead. A string Key is the
+// key's bytes; any other JSON key is its encoded text.
+type ProduceRecord struct {
+	Key       json.RawMessage   `json:"key,omitempty"`
+	KeyB64    *string           `json:"key_b64,omitempty"`
+	Value     json.RawMessage   `json:"value,omitempty"`
+	ValueB64  *string           `json:"value_b64,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Partition *int32            `json:"partition,omitempty"`
+	Timestamp int64             `json:"timestamp,omitempty"`
+}
+
+// ProduceRequest is the JSON produce body.
+type ProduceRequest struct {
+	Records       []ProduceRecord  `json:"records"`
+	ProducerID    *int64           `json:"producer_id,omitempty"`
+	ProducerEpoch *int16           `json:"producer_epoch,omitempty"`
+	Sequences     map[string]int32 `json:"sequences,omitempty"`
+}
+
+// RecordOffset is where one produced record landed.
+type RecordOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// ProduceResponse lists offsets in request order.
+type ProduceResponse struct {
+	Offsets []RecordOffset `json:"offsets"`
+}
+
+// FetchedRecord is one record in a JSON fetch answer. Value holds the record's
+// value when it is valid JSON; otherwise ValueB64 holds its bytes (likewise Key:
+// a key that is valid UTF-8 comes back as a JSON string). Null keys and values
+// are omitted.
+type FetchedRecord struct {
+	Offset    int64             `json:"offset"`
+	Timestamp int64             `json:"timestamp"`
+	Key       *string           `json:"key,omitempty"`
+	KeyB64    *string           `json:"key_b64,omitempty"`
+	Value     json.RawMessage   `json:"value,omitempty"`
+	ValueB64  *string           `json:"value_b64,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+}
+
+// FetchResponse answers GET .../records and is the WebSocket's text frame.
+type FetchResponse struct {
+	Records       []FetchedRecord `json:"records"`
+	NextOffset    int64           `json:"next_offset"`
+	HighWatermark int64           `json:"high_watermark"`
+}
+
+// Credit is what a WebSocket consumer sends to be allowed more records.
+type Credit struct {
+	Credit int64 `json:"credit"`
+}

@@ -1,0 +1,116 @@
+// Package faultfs wraps a commitlog.FS so tests can make the next write or
+// fsync fail, and count fsyncs. Production code never uses it.
+package faultfs
+
+import (
+	"errors"
+	"io/fs"
+	"sync"
+
+	"github.com/sluice-io/sluice/commitlog"
+)
+
+// ErrInjected is the default error returned by injected faults.
+var ErrInjected = errors.New("faultfs: injected I/O error")
+
+// FS is a commitlog.FS that fails on demand.
+type FS struct {
+	inner commitlog.FS
+
+	mu        sync.Mutex // guards the fields below
+	failWrite error      // returned by the next WriteAt, then cleared
+	failSync  error      // returned by the next Sync, then cleared
+	syncs     int
+}
+
+// New wraps inner.
+func New(inner commitlog.FS) *FS { return &FS{inner: inner} }
+
+// FailNextWrite makes the next WriteAt on any file return err (ErrInjected when nil)
+// after writing half of its bytes, as a disk that fills up mid-write would.
+func (f *FS) FailNextWrite(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		err = ErrInjected
+	}
+	f.failWrite = err
+}
+
+// FailNextSync makes the next Sync on any file return err (ErrInjected when nil).
+func (f *FS) FailNextSync(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		err = ErrInjected
+	}
+	f.failSync = err
+}
+
+// Syncs counts the file fsyncs that succeeded.
+func (f *FS) Syncs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncs
+}
+
+func (f *FS) takeWrite() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.failWrite
+	f.failWrite = nil
+	return err
+}
+
+func (f *FS) takeSync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.failSync
+	f.failSync = nil
+	if err == nil {
+		f.syncs++
+	}
+	return err
+}
+
+func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (commitlog.File, error) {
+	file, err := f.inner.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+func (f *FS) Remove(name string) error             { return f.inner.Remove(name) }
+func (f *FS) RemoveAll(name string) error          { return f.inner.RemoveAll(name) }
+func (f *FS) Rename(oldname, newname string) error { return f.inner.Rename(oldname, newname) }
+func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	return f.inner.ReadDir(name)
+}
+func (f *FS) MkdirAll(name string, perm fs.FileMode) error { return f.inner.MkdirAll(name, perm) }
+func (f *FS) SyncDir(name string) error {
+	if err := f.takeSync(); err != nil {
+		return err
+	}
+	return f.inner.SyncDir(name)
+}
+
+type faultFile struct {
+	commitlog.File
+	fs *FS
+}
+
+func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := ff.fs.takeWrite(); err != nil {
+		n, _ := ff.File.WriteAt(p[:len(p)/2], off)
+		return n, err
+	}
+	return ff.File.WriteAt(p, off)
+}
+
+func (ff *faultFile) Sync() error {
+	if err := ff.fs.takeSync(); err != nil {
+		return err
+	}
+	return ff.File.Sync()
+}

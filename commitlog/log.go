@@ -1,0 +1,443 @@
+// Package commitlog is a partition's log on local disk: segments of Kafka
+// RecordBatch v2 bytes with sparse offset and time indexes, crash recovery,
+// retention, an explicit fsync policy, the high-watermark checkpoint and the
+// leader-epoch lineage. One Log is one partition; it knows nothing about
+// replication beyond storing what it is told (HW, epochs).
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("commitlog: log closed")
+)
+
+// Log is one partition's log. It is safe for concurrent use: appends are
+// serialized, reads run in parallel with each other and with appends.
+type Log struct {
+	fs   FS
+	dir  string
+	opts Options
+
+	// mu guards every field below. Appends, truncation, roll and retention take
+	// it exclusively; reads take it shared only to locate bytes and open a
+	// descriptor, never while data is copied to a client.
+	mu         sync.RWMutex
+	segments   []*segment // ordered by base offset; the last one takes appends
+	hw         int64
+	epochs     epochCache
+	writeErr   error         // sticky: once set the log refuses appends
+	unflushed  int64         // records appended since the last fsync
+	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval
+	hwCh       chan struct{} // closed and replaced whenever hw or the log end moves
+	closed     bool
+}
+
+// Open opens or creates the log in dir (relative to fsys), recovering it if the
+// last shutdown was not clean.
+func Open(fsys FS, dir string, opts Options) (*Log, error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: creating %s: %v", api.ErrStorage, dir, err)
+	}
+	l := &Log{fs: fsys, dir: dir, opts: opts, hwCh: make(chan struct{})}
+	if err := l.load(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	return l, nil
+}
+
+// AppendInfo describes what one Append wrote.
+type AppendInfo struct {
+	FirstOffset  int64
+	LastOffset   int64
+	Records      int64
+	MaxTimestamp int64
+}
+
+// Append validates whole RecordBatch v2 batches in buf (CRC, layout, offset
+// deltas), stamps each with its base offset and leaderEpoch in place, and writes
+// them at the end of the log. It either writes all batches or none. After a
+// disk error the log refuses appends with STORAGE_ERROR until it is reopened.
+// When the flush policy asks for it, the data is fsynced before Append returns.
+func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
+	hs, err := validateBatches(buf)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendInfo{}, err
+	}
+	next := l.endLocked()
+	info := AppendInfo{FirstOffset: next, MaxTimestamp: -1}
+	pos := 0
+	for i := range hs {
+		h := &hs[i]
+		api.SetBaseOffset(buf[pos:], next)
+		api.SetLeaderEpoch(buf[pos:], leaderEpoch)
+		pos += h.Size()
+		h.BaseOffset, h.PartitionLeaderEpoch = next, leaderEpoch
+		next = h.NextOffset()
+		info.Records += int64(h.RecordCount)
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+	}
+	info.LastOffset = next - 1
+	if err := l.writeLocked(buf, hs); err != nil {
+		return AppendInfo{}, err
+	}
+	if l.epochs.assign(leaderEpoch, info.FirstOffset) {
+		if err := l.saveEpochsLocked(); err != nil {
+			return info, l.failLocked(err)
+		}
+	}
+	return info, l.afterAppendLocked(info.Records)
+}
+
+// AppendReplica writes batches that already carry their offsets and epochs, as a
+// follower copies them from its leader. The first batch must start at the log end.
+func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
+	hs, err := validateBatches(buf)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendInfo{}, err
+	}
+	next := l.endLocked()
+	info := AppendInfo{FirstOffset: next, MaxTimestamp: -1}
+	for _, h := range hs {
+		if h.BaseOffset != next {
+			return AppendInfo{}, api.Errorf(api.CodeCorruptRecord, "replica batch at offset %d, log ends at %d", h.BaseOffset, next)
+		}
+		next = h.NextOffset()
+		info.Records += int64(h.RecordCount)
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+	}
+	info.LastOffset = next - 1
+	if err := l.writeLocked(buf, hs); err != nil {
+		return AppendInfo{}, err
+	}
+	changed := false
+	for _, h := range hs {
+		changed = l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) || changed
+	}
+	if changed {
+		if err := l.saveEpochsLocked(); err != nil {
+			return info, l.failLocked(err)
+		}
+	}
+	return info, l.afterAppendLocked(info.Records)
+}
+
+// validateBatches checks that buf is one or more whole, CRC-valid batches whose
+// record counts agree with their offset deltas.
+func validateBatches(buf []byte) ([]api.BatchHeader, error) {
+	if len(buf) == 0 {
+		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
+	}
+	var hs []api.BatchHeader
+	n, err := api.ScanBatches(buf, true, func(h api.BatchHeader, _ []byte) error {
+		if h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1 {
+			return api.Errorf(api.CodeCorruptRecord, "batch has %d records but last offset delta %d", h.RecordCount, h.LastOffsetDelta)
+		}
+		hs = append(hs, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n != len(buf) {
+		return nil, api.Errorf(api.CodeCorruptRecord, "%d trailing bytes are not a whole record batch", len(buf)-n)
+	}
+	return hs, nil
+}
+
+func (l *Log) writableLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.writeErr
+}
+
+// writeLocked rolls if needed and writes buf (whole batches described by hs) to
+// the active segment. A failed write sets the sticky error.
+func (l *Log) writeLocked(buf []byte, hs []api.BatchHeader) error {
+	now := l.opts.Now()
+	if err := l.maybeRollLocked(int64(len(buf)), now); err != nil {
+		return l.failLocked(err)
+	}
+	seg := l.activeLocked()
+	if err := seg.appendBatches(buf, hs, l.opts.IndexIntervalBytes, now); err != nil {
+		// Whatever reached the file past seg.size is never read, and the next
+		// recovery truncates it; try to cut it now too.
+		_ = seg.log.Truncate(seg.size)
+		return l.failLocked(err)
+	}
+	l.notifyLocked()
+	return nil
+}
+
+// failLocked makes a disk error sticky: the log turns read-only.
+func (l *Log) failLocked(err error) error {
+	if l.writeErr == nil {
+		l.writeErr = fmt.Errorf("%w: %s: %v", api.ErrStorage, l.dir, err)
+		l.opts.Logger.Error("log is read-only after a disk error", "dir", l.dir, "err", err)
+	}
+	return l.writeErr
+}
+
+// Err returns the sticky disk error that made the log read-only, or nil.
+func (l *Log) Err() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.writeErr
+}
+
+func (l *Log) afterAppendLocked(records int64) error {
+	l.unflushed += records
+	if l.opts.FlushMessages > 0 && l.unflushed >= l.opts.FlushMessages {
+		return l.flushLocked()
+	}
+	if l.opts.FlushInterval > 0 && l.flushTimer == nil {
+		l.flushTimer = time.AfterFunc(l.opts.FlushInterval, l.flushFromTimer)
+	}
+	return nil
+}
+
+func (l *Log) flushFromTimer() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushTimer = nil
+	if l.closed || l.unflushed == 0 {
+		return
+	}
+	_ = l.flushLocked() // a failure is sticky and reported by Err and appends
+}
+
+// Flush fsyncs everything appended so far.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	if l.writeErr != nil {
+		return l.writeErr
+	}
+	if err := l.activeLocked().log.Sync(); err != nil {
+		return l.failLocked(err)
+	}
+	l.unflushed = 0
+	if l.flushTimer != nil {
+		l.flushTimer.Stop()
+		l.flushTimer = nil
+	}
+	return nil
+}
+
+// maybeRollLocked starts a new segment when the incoming bytes would not fit the
+// active one, or the active one is older than SegmentAge. The closed segment is
+// fsynced first, so only the active segment can ever hold unsynced bytes.
+func (l *Log) maybeRollLocked(incoming int64, now time.Time) error {
+	seg := l.activeLocked()
+	if seg.size == 0 {
+		return nil
+	}
+	if seg.size+incoming <= l.opts.SegmentBytes && now.Sub(seg.rollAt) < l.opts.SegmentAge {
+		return nil
+	}
+	return l.rollLocked()
+}
+
+func (l *Log) rollLocked() error {
+	seg := l.activeLocked()
+	if err := seg.sync(); err != nil {
+		return err
+	}
+	l.unflushed = 0
+	ns, err := openSegment(l.fs, l.dir, seg.next, true)
+	if err != nil {
+		return err
+	}
+	l.segments = append(l.segments, ns)
+	return l.fs.SyncDir(l.dir)
+}
+
+// Roll closes the active segment (if it holds anything) and starts a new one.
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if l.activeLocked().size == 0 {
+		return nil
+	}
+	if err := l.rollLocked(); err != nil {
+		return l.failLocked(err)
+	}
+	return nil
+}
+
+func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
+func (l *Log) endLocked() int64       { return l.activeLocked().next }
+func (l *Log) startLocked() int64     { return l.segments[0].base }
+
+// notifyLocked wakes every reader waiting for the log to move.
+func (l *Log) notifyLocked() {
+	close(l.hwCh)
+	l.hwCh = make(chan struct{})
+}
+
+// Offsets is a snapshot of a log's positions.
+type Offsets struct {
+	LogStart      int64 // first offset still stored
+	HighWatermark int64 // first offset not yet committed; consumers read below it
+	LogEnd        int64 // offset the next append gets (LEO)
+}
+
+// Offsets returns the log's current positions.
+func (l *Log) Offsets() Offsets {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return Offsets{LogStart: l.startLocked(), HighWatermark: l.hw, LogEnd: l.endLocked()}
+}
+
+// SetHighWatermark moves the HW, clamped to [log start, log end]. It never moves
+// it backwards except through TruncateTo.
+func (l *Log) SetHighWatermark(hw int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hw = min(max(hw, l.startLocked()), l.endLocked())
+	if hw > l.hw {
+		l.hw = hw
+		l.notifyLocked()
+	}
+}
+
+// Wait blocks until the log has moved past the given snapshot: the HW went
+// above hw or the end above leo. It returns ctx's error when ctx ends first.
+func (l *Log) Wait(ctx context.Context, hw, leo int64) error {
+	for {
+		l.mu.RLock()
+		if l.closed {
+			l.mu.RUnlock()
+			return ErrClosed
+		}
+		moved := l.hw > hw || l.endLocked() > leo
+		ch := l.hwCh
+		l.mu.RUnlock()
+		if moved {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// LatestEpoch returns the newest leader epoch in the log's lineage, or -1.
+func (l *Log) LatestEpoch() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.latest()
+}
+
+// EndOffsetForEpoch answers OffsetsForLeaderEpoch (KIP-101) for this log.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.endOffsetFor(epoch, l.endLocked())
+}
+
+// Epochs returns a copy of the leader-epoch lineage.
+func (l *Log) Epochs() []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return append([]EpochEntry(nil), l.epochs.entries...)
+}
+
+func (l *Log) saveEpochsLocked() error {
+	return writeFileAtomic(l.fs, l.dir, epochFile, l.epochs.encode())
+}
+
+// Close flushes the log, checkpoints the HW, marks the shutdown clean and
+// releases every file. Later calls return ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.closed = true
+	if l.flushTimer != nil {
+		l.flushTimer.Stop()
+		l.flushTimer = nil
+	}
+	var err error
+	if l.writeErr == nil {
+		// Order matters: data and indexes are on disk before the HW checkpoint,
+		// and both before the marker that lets the next Open skip recovery.
+		for _, s := range l.segments {
+			err = errors.Join(err, s.sync())
+		}
+		err = errors.Join(err, writeInt64File(l.fs, l.dir, hwFile, l.hw))
+		if err == nil {
+			err = writeFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
+		}
+	}
+	close(l.hwCh)
+	l.hwCh = make(chan struct{})
+	return errors.Join(err, l.closeSegments())
+}
+
+func (l *Log) closeSegments() error {
+	var err error
+	for _, s := range l.segments {
+		err = errors.Join(err, s.close())
+	}
+	return err
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	err := l.Close()
+	if errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	return errors.Join(err, l.fs.RemoveAll(l.dir))
+}
+
+// Dir is the log's directory, relative to its FS.
+func (l *Log) Dir() string { return l.dir }
+
+// segmentIndexLocked returns the index of the segment that may hold offset
+// (the last one whose base is <= offset), or -1.
+func (l *Log) segmentIndexLocked(offset int64) int {
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset })
+	return i - 1
+}

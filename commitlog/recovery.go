@@ -1,0 +1,139 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// load opens every segment in the directory and brings the log to a consistent
+// state. After a clean Close (the marker file is present) indexes are trusted
+// once they pass validation. After a crash the active segment is re-read batch
+// by batch with CRC checks and cut at the first torn or corrupt batch; closed
+// segments were fsynced when they were rolled, so only their indexes are
+// checked (and rebuilt when they do not match the log).
+func (l *Log) load() error {
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("%w: listing %s: %v", api.ErrStorage, l.dir, err)
+	}
+	var bases []int64
+	clean := false
+	logs := map[int64]bool{}
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			_ = l.fs.Remove(path.Join(l.dir, name)) // a checkpoint write that never finished
+		case name == cleanMarkerFile:
+			clean = true
+		default:
+			if base, ok := parseSegmentName(name); ok {
+				bases = append(bases, base)
+				logs[base] = true
+			}
+		}
+	}
+	// Indexes whose log is gone (a crash between deleting a segment's files).
+	for _, e := range ents {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if base, ok := parseSegmentName(strings.TrimSuffix(e.Name(), suf) + logSuffix); ok && strings.HasSuffix(e.Name(), suf) && !logs[base] {
+				_ = l.fs.Remove(path.Join(l.dir, e.Name()))
+			}
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	if b, ok, err := readFile(l.fs, l.dir, epochFile); err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	} else if ok {
+		if entries, derr := decodeEpochs(b); derr == nil {
+			l.epochs.entries = entries
+		} else {
+			l.opts.Logger.Warn("ignoring unreadable leader epoch checkpoint", "dir", l.dir, "err", derr)
+		}
+	}
+
+	if len(bases) == 0 {
+		seg, err := openSegment(l.fs, l.dir, 0, true)
+		if err != nil {
+			return fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+		l.segments = []*segment{seg}
+	}
+	for i, base := range bases {
+		seg, err := openSegment(l.fs, l.dir, base, false)
+		if err != nil {
+			return fmt.Errorf("%w: opening segment %d: %v", api.ErrStorage, base, err)
+		}
+		l.segments = append(l.segments, seg)
+		fi, err := seg.log.Stat()
+		if err != nil {
+			return fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+		active := i == len(bases)-1
+		if active && !clean {
+			truncated, err := seg.recover(fi.Size(), l.opts.IndexIntervalBytes, func(h api.BatchHeader) {
+				l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			})
+			if err != nil {
+				return fmt.Errorf("%w: recovering segment %d: %v", api.ErrStorage, base, err)
+			}
+			if truncated {
+				l.opts.Logger.Warn("truncated a torn tail after an unclean shutdown",
+					"dir", l.dir, "segment", base, "kept_bytes", seg.size, "file_bytes", fi.Size())
+			}
+		} else if err := seg.loadIndexes(fi.Size(), l.opts.IndexIntervalBytes); err != nil {
+			return fmt.Errorf("%w: loading segment %d: %v", api.ErrStorage, base, err)
+		}
+	}
+	// Segments must chain: each starts where the previous ended. A gap means a
+	// closed segment lost its tail; what follows it cannot be trusted to be in
+	// order, so it goes, as Kafka does.
+	for i := 1; i < len(l.segments); i++ {
+		if l.segments[i].base != l.segments[i-1].next {
+			l.opts.Logger.Error("segments do not chain; dropping the rest", "dir", l.dir,
+				"segment", l.segments[i-1].base, "ends", l.segments[i-1].next, "next_base", l.segments[i].base)
+			for _, s := range l.segments[i:] {
+				if err := s.remove(l.fs); err != nil {
+					return fmt.Errorf("%w: %v", api.ErrStorage, err)
+				}
+			}
+			l.segments = l.segments[:i]
+			break
+		}
+	}
+
+	leo := l.endLocked()
+	changed := l.epochs.truncateFrom(leo)
+	changed = l.epochs.truncateBefore(l.startLocked()) || changed
+	if changed || !clean {
+		if err := l.saveEpochsLocked(); err != nil {
+			return fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+	}
+	hw, ok, err := readInt64File(l.fs, l.dir, hwFile)
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	if !ok {
+		hw = 0
+	}
+	l.hw = min(max(hw, l.startLocked()), leo)
+
+	if clean {
+		// From here on a crash must trigger recovery again.
+		if err := l.fs.Remove(path.Join(l.dir, cleanMarkerFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package commitlog
+
+import (
+	"fmt"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// TruncateTo cuts the log so that its end is offset: segments starting at or
+// after it are deleted and the one holding it is cut at the batch boundary at
+// or below offset. A follower does this after asking the leader where its
+// epochs diverge (KIP-101). The HW and the epoch lineage follow the cut.
+// It returns the new log end, which is below offset when offset fell inside a batch.
+func (l *Log) TruncateTo(offset int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return 0, err
+	}
+	if offset >= l.endLocked() {
+		return l.endLocked(), nil
+	}
+	if offset < l.startLocked() {
+		offset = l.startLocked()
+	}
+	// Drop whole segments above the cut, keeping at least the first one.
+	for len(l.segments) > 1 && l.activeLocked().base >= offset {
+		seg := l.activeLocked()
+		l.segments = l.segments[:len(l.segments)-1]
+		if err := seg.remove(l.fs); err != nil {
+			return 0, l.failLocked(err)
+		}
+	}
+	seg := l.activeLocked()
+	pos, _, found, err := seg.find(offset)
+	if err != nil {
+		return 0, l.failLocked(err)
+	}
+	if found {
+		// The batch holding offset goes whole: batches are never split, so an
+		// offset inside one cuts before it.
+		if err := l.cutSegmentLocked(seg, pos); err != nil {
+			return 0, l.failLocked(err)
+		}
+	}
+	end := seg.next
+	if l.hw > end {
+		l.hw = end
+	}
+	if l.epochs.truncateFrom(end) {
+		if err := l.saveEpochsLocked(); err != nil {
+			return 0, l.failLocked(err)
+		}
+	}
+	l.notifyLocked()
+	return end, nil
+}
+
+// cutSegmentLocked truncates seg's log at pos and rebuilds its in-memory state.
+func (l *Log) cutSegmentLocked(seg *segment, pos int64) error {
+	if err := seg.log.Truncate(pos); err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	if err := seg.log.Sync(); err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	_, err := seg.recover(pos, l.opts.IndexIntervalBytes, nil)
+	return err
+}
