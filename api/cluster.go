@@ -19,6 +19,9 @@ type ControllerRegistration struct {
 // TopicRecord is the data of /brokers/topics/{topic}: the replica assignment
 // (replicas[p] lists partition p's brokers, preferred leader first) and configs.
 type TopicRecord struct {
+	// ID tells this topic apart from an earlier one of the same name; brokers
+	// keep it beside each partition's log and set aside logs of another ID.
+	ID       string            `json:"id"`
 	Replicas [][]int32         `json:"replicas"`
 	Configs  map[string]string `json:"configs"`
 }

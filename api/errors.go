@@ -43,6 +43,7 @@ const (
 	CodeFencedLeaderEpoch     Code = "FENCED_LEADER_EPOCH"
 	CodeUnknownLeaderEpoch    Code = "UNKNOWN_LEADER_EPOCH"
 	CodeStaleControllerEpoch  Code = "STALE_CONTROLLER_EPOCH"
+	CodeNotController         Code = "NOT_CONTROLLER"
 	CodeNotEnoughReplicas     Code = "NOT_ENOUGH_REPLICAS"
 	CodeNotEnoughReplicasPost Code = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
 	CodeOutOfOrderSequence    Code = "OUT_OF_ORDER_SEQUENCE"
@@ -78,6 +79,7 @@ var table = map[Code]Spec{
 	CodeFencedLeaderEpoch:     {409, true, "the request carries an older leader epoch than the replica's"},
 	CodeUnknownLeaderEpoch:    {409, true, "the request carries a newer leader epoch than the replica knows"},
 	CodeStaleControllerEpoch:  {409, false, "the command comes from a controller that has been replaced"},
+	CodeNotController:         {503, true, "this broker is not the controller; ask the current one"},
 	CodeNotEnoughReplicas:     {503, true, "fewer in-sync replicas than min.insync.replicas; nothing was written"},
 	CodeNotEnoughReplicasPost: {503, true, "written to the leader but the ISR shrank below min.insync.replicas before it was replicated"},
 	CodeOutOfOrderSequence:    {409, false, "the producer sequence skips ahead of the last one written"},

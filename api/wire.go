@@ -77,12 +77,18 @@ type ProduceRequest struct {
 // RecordOffset is where one produced record landed.
 type RecordOffset struct {
 	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
+	Offset    int64 `json:"offset"` // -1 when not known (acks=0) or not written
+	// Error is the code of the failure when this record's partition failed
+	// while others succeeded.
+	Error Code `json:"error,omitempty"`
 }
 
-// ProduceResponse lists offsets in request order.
+// ProduceResponse lists offsets in request order. When some partitions failed,
+// Error holds the first failure (the HTTP status is its status) and the failed
+// records carry its code.
 type ProduceResponse struct {
 	Offsets []RecordOffset `json:"offsets"`
+	Error   *ErrorDetail   `json:"error,omitempty"`
 }
 
 // FetchedRecord is one record in a JSON fetch answer. Value holds the record's

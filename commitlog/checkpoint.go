@@ -22,9 +22,9 @@ const (
 	tmpSuffix       = ".tmp"
 )
 
-// writeFileAtomic replaces dir/name with data so that a crash leaves either the
+// WriteFileAtomic replaces dir/name with data so that a crash leaves either the
 // old or the new content, never a mix.
-func writeFileAtomic(fsys FS, dir, name string, data []byte) error {
+func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 	tmp := path.Join(dir, name+tmpSuffix)
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -46,8 +46,8 @@ func writeFileAtomic(fsys FS, dir, name string, data []byte) error {
 	return fsys.SyncDir(dir)
 }
 
-// readFile returns the content of dir/name; exists is false when it is missing.
-func readFile(fsys FS, dir, name string) (data []byte, exists bool, err error) {
+// ReadFile returns the content of dir/name; exists is false when it is missing.
+func ReadFile(fsys FS, dir, name string) (data []byte, exists bool, err error) {
 	f, err := fsys.OpenFile(path.Join(dir, name), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
@@ -61,7 +61,7 @@ func readFile(fsys FS, dir, name string) (data []byte, exists bool, err error) {
 }
 
 func readInt64File(fsys FS, dir, name string) (int64, bool, error) {
-	b, ok, err := readFile(fsys, dir, name)
+	b, ok, err := ReadFile(fsys, dir, name)
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -73,5 +73,5 @@ func readInt64File(fsys FS, dir, name string) (int64, bool, error) {
 }
 
 func writeInt64File(fsys FS, dir, name string, n int64) error {
-	return writeFileAtomic(fsys, dir, name, []byte(strconv.FormatInt(n, 10)+"\n"))
+	return WriteFileAtomic(fsys, dir, name, []byte(strconv.FormatInt(n, 10)+"\n"))
 }

@@ -382,7 +382,7 @@ func (l *Log) Epochs() []EpochEntry {
 }
 
 func (l *Log) saveEpochsLocked() error {
-	return writeFileAtomic(l.fs, l.dir, epochFile, l.epochs.encode())
+	return WriteFileAtomic(l.fs, l.dir, epochFile, l.epochs.encode())
 }
 
 // Close flushes the log, checkpoints the HW, marks the shutdown clean and
@@ -407,7 +407,7 @@ func (l *Log) Close() error {
 		}
 		err = errors.Join(err, writeInt64File(l.fs, l.dir, hwFile, l.hw))
 		if err == nil {
-			err = writeFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
+			err = WriteFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
 		}
 	}
 	close(l.hwCh)

@@ -49,7 +49,7 @@ func (l *Log) load() error {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 
-	if b, ok, err := readFile(l.fs, l.dir, epochFile); err != nil {
+	if b, ok, err := ReadFile(l.fs, l.dir, epochFile); err != nil {
 		return fmt.Errorf("%w: %v", api.ErrStorage, err)
 	} else if ok {
 		if entries, derr := decodeEpochs(b); derr == nil {

@@ -1,0 +1,56 @@
+# Sluice: the build front door. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+
+TEST_FLAGS ?= -race -count=1 -timeout 40m
+PKGS ?= ./...
+
+.PHONY: help build run test bench lint fuzz services-up services-down services-status
+
+help:
+	@echo 'make build          go build -o bin/sluice ./cmd/sluice'
+	@echo 'make run            build, then bin/sluice dev (reads SLUICE_ADDR, SLUICE_DATA)'
+	@echo 'make test           install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
+	@echo 'make bench          Go benchmarks (with the services up), then bin/sluice bench'
+	@echo 'make lint           go vet and gofmt'
+	@echo 'make fuzz           30 s of FuzzDecodeBatch'
+	@echo 'make services-up    install + start the services; then: source .services/env'
+	@echo 'make services-down  stop them'
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+# SLUICE_ADDR and SLUICE_DATA, when set, reach the binary through the environment.
+run: build
+	./bin/sluice dev
+
+test:
+	scripts/with-services.sh $(GO) test $(TEST_FLAGS) $(PKGS)
+
+bench:
+	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	@if [ -d cmd/sluice ]; then \
+		$(MAKE) --no-print-directory build && ./bin/sluice bench; \
+	else \
+		echo 'bench: no ./cmd/sluice yet, skipping bin/sluice bench'; \
+	fi
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then \
+		echo 'gofmt: these files need gofmt -w:'; echo "$$out"; exit 1; \
+	fi
+
+fuzz:
+	$(GO) test -fuzz FuzzDecodeBatch -fuzztime 30s ./api
+
+services-up:
+	scripts/services.sh install
+	scripts/services.sh start
+	@echo 'services are up: source .services/env'
+
+services-down:
+	scripts/services.sh stop
+
+services-status:
+	scripts/services.sh status

@@ -1,0 +1,186 @@
+package api
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Topic configs use Kafka's names. Each has a default; a topic stores only the
+// values it was given, so changing a default changes every topic that did not
+// set its own.
+const (
+	ConfigRetentionMs        = "retention.ms"
+	ConfigRetentionBytes     = "retention.bytes"
+	ConfigSegmentBytes       = "segment.bytes"
+	ConfigSegmentMs          = "segment.ms"
+	ConfigMaxMessageBytes    = "max.message.bytes"
+	ConfigMinInsyncReplicas  = "min.insync.replicas"
+	ConfigFlushMessages      = "flush.messages"
+	ConfigFlushMs            = "flush.ms"
+	ConfigCleanupPolicy      = "cleanup.policy"
+	ConfigCompressionType    = "compression.type"
+	ConfigUncleanElection    = "unclean.leader.election.enable"
+	ConfigIndexIntervalBytes = "index.interval.bytes"
+)
+
+// DefaultMaxMessageBytes is the largest record a topic accepts unless its
+// max.message.bytes says otherwise.
+const DefaultMaxMessageBytes = 1_000_000
+
+// TopicConfig is a topic's parsed configuration.
+type TopicConfig struct {
+	Retention          time.Duration // retention.ms; -1 keeps forever. Default 7 days.
+	RetentionBytes     int64         // retention.bytes; -1 no limit (default).
+	SegmentBytes       int64         // segment.bytes; default 1 GiB.
+	SegmentAge         time.Duration // segment.ms; default 7 days.
+	MaxMessageBytes    int           // max.message.bytes: the largest record (key+value+headers); default 1,000,000.
+	MinInsyncReplicas  int           // min.insync.replicas; default 2 when RF >= 3, else 1.
+	FlushMessages      int64         // flush.messages; 0 (default) means no count-based fsync.
+	FlushInterval      time.Duration // flush.ms; default 1000; -1 means no time-based fsync.
+	Compression        Compression   // compression.type: the codec gateways use for this topic's batches; default none.
+	UncleanElection    bool          // unclean.leader.election.enable; default false.
+	IndexIntervalBytes int64         // index.interval.bytes; default 4096.
+}
+
+type configSpec struct {
+	def   string
+	parse func(c *TopicConfig, v string) error
+	doc   string
+}
+
+func intRange(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer")
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("out of range [%d, %d]", lo, hi)
+	}
+	return n, nil
+}
+
+var configSpecs = map[string]configSpec{
+	ConfigRetentionMs: {"604800000", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, -1, 1<<53)
+		c.Retention = time.Duration(n) * time.Millisecond
+		if n == -1 {
+			c.Retention = -1
+		}
+		return err
+	}, "delete closed segments whose newest record is older than this (-1: never)"},
+	ConfigRetentionBytes: {"-1", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, -1, 1<<62)
+		c.RetentionBytes = n
+		return err
+	}, "delete the oldest closed segments while a partition is larger than this (-1: no limit)"},
+	ConfigSegmentBytes: {"1073741824", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 1024, 1<<31-1)
+		c.SegmentBytes = n
+		return err
+	}, "roll to a new segment file at this size"},
+	ConfigSegmentMs: {"604800000", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 1, 1<<53)
+		c.SegmentAge = time.Duration(n) * time.Millisecond
+		return err
+	}, "roll to a new segment once the active one is this old"},
+	ConfigMaxMessageBytes: {strconv.Itoa(DefaultMaxMessageBytes), func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 1, 64<<20)
+		c.MaxMessageBytes = int(n)
+		return err
+	}, "the largest record accepted (key, value and headers)"},
+	ConfigMinInsyncReplicas: {"", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 1, 1000)
+		c.MinInsyncReplicas = int(n)
+		return err
+	}, "acks=all fails with NOT_ENOUGH_REPLICAS when fewer replicas are in sync"},
+	ConfigFlushMessages: {"0", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, 1<<62)
+		c.FlushMessages = n
+		return err
+	}, "fsync after this many records (0: not by count)"},
+	ConfigFlushMs: {"1000", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, -1, 1<<40)
+		c.FlushInterval = time.Duration(n) * time.Millisecond
+		if n <= 0 {
+			c.FlushInterval = -1
+		}
+		return err
+	}, "fsync at most this long after an append (-1: not by time)"},
+	ConfigCleanupPolicy: {"delete", func(c *TopicConfig, v string) error {
+		if v != "delete" {
+			return fmt.Errorf("only \"delete\" is supported")
+		}
+		return nil
+	}, "what happens to old segments"},
+	ConfigCompressionType: {"none", func(c *TopicConfig, v string) error {
+		codec, err := ParseCompression(v)
+		c.Compression = codec
+		return err
+	}, "codec gateways use for this topic's batches: none, gzip, snappy, lz4, zstd"},
+	ConfigUncleanElection: {"false", func(c *TopicConfig, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.UncleanElection = b
+		return err
+	}, "let an out-of-sync replica become leader when no in-sync one is left (loses data)"},
+	ConfigIndexIntervalBytes: {"4096", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, 1<<30)
+		c.IndexIntervalBytes = n
+		return err
+	}, "log bytes between two offset-index entries"},
+}
+
+// ConfigNames lists the known topic configs, sorted.
+func ConfigNames() []string {
+	out := make([]string, 0, len(configSpecs))
+	for k := range configSpecs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ParseTopicConfig validates configs and fills defaults. replicationFactor
+// decides min.insync.replicas' default. Errors are INVALID_CONFIG.
+func ParseTopicConfig(configs map[string]string, replicationFactor int) (TopicConfig, error) {
+	var c TopicConfig
+	for name, spec := range configSpecs {
+		v, ok := configs[name]
+		if !ok {
+			v = spec.def
+		}
+		if v == "" {
+			continue
+		}
+		if err := spec.parse(&c, v); err != nil {
+			return c, Errorf(CodeInvalidConfig, "%s=%q: %v", name, v, err)
+		}
+	}
+	for name := range configs {
+		if _, ok := configSpecs[name]; !ok {
+			return c, Errorf(CodeInvalidConfig, "unknown topic config %q", name)
+		}
+	}
+	if _, ok := configs[ConfigMinInsyncReplicas]; !ok {
+		c.MinInsyncReplicas = 1
+		if replicationFactor >= 3 {
+			c.MinInsyncReplicas = 2
+		}
+	}
+	if c.MinInsyncReplicas > replicationFactor && replicationFactor > 0 {
+		return c, Errorf(CodeInvalidConfig, "min.insync.replicas=%d exceeds the replication factor %d", c.MinInsyncReplicas, replicationFactor)
+	}
+	return c, nil
+}
+
+var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// ValidateTopicName applies Kafka's rule: [a-zA-Z0-9._-]{1,249}, not "." or "..".
+func ValidateTopicName(name string) error {
+	if !topicNameRE.MatchString(name) || name == "." || name == ".." {
+		return Errorf(CodeInvalidTopicName, "topic name %q must match [a-zA-Z0-9._-]{1,249} and not be '.' or '..'", name)
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+// Package broker is the composition root of a broker node: its partitions,
+// its controller duty, and its internal HTTP API (produce, fetch via sendfile,
+// offsets, topic administration).
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/coord"
+)
+
+// Options configure a broker. Zero values take the documented defaults.
+type Options struct {
+	// ID is the broker's unique, positive ID. Required.
+	ID int32
+	// Listener serves the internal API; when nil the broker listens on Addr.
+	Listener net.Listener
+	// Addr is the listen address when Listener is nil. Default 127.0.0.1:0.
+	Addr string
+	// AdvertisedAddr is what other nodes dial; default the listener's address.
+	AdvertisedAddr string
+	// DataDir holds the partitions' logs. Required unless FS is set.
+	DataDir string
+	// FS overrides the filesystem under DataDir (tests inject faults with it).
+	FS commitlog.FS
+	// Coord is the coordinator session; the broker does not close it. Required.
+	Coord coord.Coordinator
+	// RetentionCheckInterval is how often retention runs. Default 5 minutes
+	// (Kafka's log.retention.check.interval.ms).
+	RetentionCheckInterval time.Duration
+	// MaxRequestBytes bounds a produce body. Default 64 MiB.
+	MaxRequestBytes int64
+	// Logger default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) validate() error {
+	if o.ID <= 0 {
+		return errors.New("broker: ID must be positive")
+	}
+	if o.Coord == nil {
+		return errors.New("broker: Coord is required")
+	}
+	if o.DataDir == "" && o.FS == nil {
+		return errors.New("broker: DataDir is required")
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.RetentionCheckInterval == 0 {
+		o.RetentionCheckInterval = 5 * time.Minute
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Broker is one broker node.
+type Broker struct {
+	opts  Options
+	log   *slog.Logger
+	fs    commitlog.FS
+	osfs  *commitlog.OSFS // closed on Close when the broker opened it
+	view  *cluster.View
+	parts *manager
+	ctl   *controller
+	ln    net.Listener
+	srv   *http.Server
+
+	registered atomic.Bool
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+// New opens the broker's data directory and listener. Start makes it serve.
+func New(opts Options) (*Broker, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.ID)}
+	b.fs = opts.FS
+	if b.fs == nil {
+		osfs, err := commitlog.NewOSFS(opts.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("broker: data dir: %w", err)
+		}
+		b.fs, b.osfs = osfs, osfs
+	}
+	b.ln = opts.Listener
+	if b.ln == nil {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			b.closeFS()
+			return nil, fmt.Errorf("broker: listen: %w", err)
+		}
+		b.ln = ln
+	}
+	if b.opts.AdvertisedAddr == "" {
+		b.opts.AdvertisedAddr = b.ln.Addr().String()
+	}
+	b.view = cluster.NewView(opts.Coord, b.log)
+	b.parts = newManager(opts.ID, b.fs, b.log)
+	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log}
+	b.srv = &http.Server{
+		Handler:           b.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Produce bodies are bounded by MaxRequestBytes; a minute covers them.
+		ReadTimeout: time.Minute,
+		// Fetch long polls set per-request write deadlines.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+	}
+	return b, nil
+}
+
+// Addr is the address other nodes use to reach this broker.
+func (b *Broker) Addr() string { return b.opts.AdvertisedAddr }
+
+// ID is the broker's ID.
+func (b *Broker) ID() int32 { return b.opts.ID }
+
+// Start registers the broker and starts its goroutines: the HTTP server, the
+// metadata view, the partition reconciler, the controller election and the
+// retention loop. Close stops them.
+func (b *Broker) Start(ctx context.Context) error {
+	for _, p := range []string{cluster.BrokersIDsPath, cluster.TopicsPath} {
+		if err := coord.EnsurePath(ctx, b.opts.Coord, p); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.view.Start()
+	b.goFunc(func() {
+		if err := b.srv.Serve(b.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.log.Error("internal API stopped", "err", err)
+		}
+	})
+	b.goFunc(func() { b.registerLoop(runCtx) })
+	b.goFunc(func() { b.reconcileLoop(runCtx) })
+	b.goFunc(func() { b.ctl.run(runCtx) })
+	b.goFunc(func() { b.retentionLoop(runCtx) })
+	select {
+	case <-b.view.Loaded():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// goFunc starts a goroutine the broker owns and waits for in Close.
+func (b *Broker) goFunc(f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+}
+
+// registerLoop keeps /brokers/ids/{id} present: it creates it, then re-creates it
+// whenever it disappears (the session expired and a new one began).
+func (b *Broker) registerLoop(ctx context.Context) {
+	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr})
+	path := cluster.BrokerPath(b.opts.ID)
+	for ctx.Err() == nil {
+		_, err := b.opts.Coord.Create(ctx, path, reg, coord.Ephemeral)
+		if errors.Is(err, coord.ErrNodeExists) {
+			// Ours from this session, or a previous session's not yet expired.
+			_, st, gerr := b.opts.Coord.Get(ctx, path)
+			if gerr == nil && st.EphemeralOwner != b.opts.Coord.SessionID() {
+				b.log.Warn("another session holds this broker ID; waiting for it to expire")
+				sleep(ctx, time.Second)
+				continue
+			}
+			err = gerr
+		}
+		if err != nil {
+			b.registered.Store(false)
+			if ctx.Err() == nil {
+				b.log.Warn("broker registration failed; retrying", "err", err)
+			}
+			sleep(ctx, 250*time.Millisecond)
+			continue
+		}
+		b.registered.Store(true)
+		exists, _, ch, err := b.opts.Coord.ExistsW(ctx, path)
+		if err != nil || !exists {
+			b.registered.Store(false)
+			continue
+		}
+		select {
+		case <-ch:
+			b.registered.Store(false)
+		case <-ctx.Done():
+		}
+	}
+}
+
+// reconcileLoop applies every new metadata snapshot to the local partitions.
+func (b *Broker) reconcileLoop(ctx context.Context) {
+	changed := b.view.Subscribe()
+	select {
+	case <-b.view.Loaded():
+	case <-ctx.Done():
+		return
+	}
+	for {
+		b.parts.reconcile(b.view.Current())
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// retentionLoop applies retention to every partition on an interval.
+func (b *Broker) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(b.opts.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		b.ApplyRetention()
+	}
+}
+
+// ApplyRetention runs retention on every partition now.
+func (b *Broker) ApplyRetention() {
+	for _, p := range b.parts.all() {
+		if n, err := p.log.ApplyRetention(); err != nil {
+			b.log.Error("retention failed", "partition", p.String(), "err", err)
+		} else if n > 0 {
+			b.log.Info("retention deleted segments", "partition", p.String(), "segments", n)
+		}
+	}
+}
+
+// Ready reports whether the broker can serve: registered and with metadata.
+func (b *Broker) Ready() bool {
+	select {
+	case <-b.view.Loaded():
+	default:
+		return false
+	}
+	return b.registered.Load()
+}
+
+// Close stops the broker. Order: stop taking requests (in-flight ones finish,
+// long polls end at their deadline or in 5 s), stop the background loops, close
+// the metadata view, then flush and close every log (marking it clean).
+func (b *Broker) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if serr := b.srv.Shutdown(ctx); serr != nil {
+			b.srv.Close()
+		}
+		if b.cancel != nil {
+			b.cancel()
+		}
+		b.view.Close()
+		b.wg.Wait()
+		err = b.parts.closeAll()
+		b.closeFS()
+	})
+	return err
+}
+
+func (b *Broker) closeFS() {
+	if b.osfs != nil {
+		b.osfs.Close()
+	}
+}

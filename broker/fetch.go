@@ -1,0 +1,110 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/commitlog"
+)
+
+// handleFetch serves raw batches from offset, long-polling up to max_wait_ms
+// until at least min_bytes are there. The batches go from the segment file to
+// the socket with sendfile: the handler seeks its own descriptor and copies an
+// io.LimitReader over the *os.File with Content-Length set, which net/http
+// hands to (*net.TCPConn).ReadFrom.
+func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
+	p, err := b.partitionFor(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if _, err := p.leaderEpoch(); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if s := r.Header.Get(api.HeaderLeaderEpoch); s != "" {
+		e, perr := strconv.ParseInt(s, 10, 32)
+		if perr != nil {
+			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad %s header", api.HeaderLeaderEpoch))
+			return
+		}
+		if err := p.checkEpoch(int32(e)); err != nil {
+			api.WriteError(w, err)
+			return
+		}
+	}
+	offset, err := queryInt(r, "offset", 0, -1<<62, 1<<62)
+	if err != nil {
+		api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "%v", err))
+		return
+	}
+	maxBytes, err := queryInt(r, "max_bytes", defaultFetchMaxBytes, 1, maxFetchMaxBytes)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	minBytes, err := queryInt(r, "min_bytes", 1, 0, maxFetchMaxBytes)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	waitMs, err := queryInt(r, "max_wait_ms", 0, 0, maxFetchWait.Milliseconds())
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	replica, err := queryInt(r, "replica_id", 0, 0, 1<<31-1)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	wait := time.Duration(waitMs) * time.Millisecond
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + time.Minute))
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+
+	var res commitlog.ReadResult
+	for {
+		limit := p.log.Offsets().HighWatermark
+		if replica > 0 {
+			limit = p.log.Offsets().LogEnd
+		}
+		res, err = p.log.Read(offset, maxBytes, limit)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		if res.Size >= minBytes || ctx.Err() != nil {
+			break
+		}
+		res.Close()
+		// Nothing yet: sleep until the HW or the log end moves, or the wait ends.
+		if p.log.Wait(ctx, res.HighWatermark, res.LogEnd) != nil && r.Context().Err() != nil {
+			return // the client went away
+		}
+	}
+	defer res.Close()
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeBatches)
+	h.Set(api.HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
+	h.Set(api.HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
+	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(res.LogStart, 10))
+	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if res.Size == 0 {
+		return
+	}
+	if _, err := res.File.Seek(res.Position, io.SeekStart); err != nil {
+		return // headers are out; the short body tells the client
+	}
+	src := io.Reader(res.File)
+	if f, ok := res.File.(*os.File); ok {
+		src = f // the concrete type is what lets ReadFrom pick sendfile
+	}
+	_, _ = io.Copy(w, io.LimitReader(src, res.Size))
+}

@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+// Bounds on fetch parameters.
+const (
+	defaultFetchMaxBytes = 1 << 20
+	maxFetchMaxBytes     = 64 << 20
+	maxFetchWait         = 30 * time.Second
+	defaultProduceWait   = 30 * time.Second
+)
+
+// routes builds the internal API. No middleware wraps the ResponseWriter, so
+// fetch responses reach the TCP connection through sendfile.
+func (b *Broker) routes() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Post(brokerapi.PathProduce, b.handleProduce)
+	r.Get(brokerapi.PathFetch, b.handleFetch)
+	r.Get(brokerapi.PathListOffsets, b.handleListOffsets)
+	r.Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
+	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
+	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
+	r.Get(brokerapi.PathHealth, b.handleHealth)
+	return r
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// partitionFor resolves the {topic}/{partition} path parameters.
+func (b *Broker) partitionFor(r *http.Request) (*Partition, error) {
+	topic := chi.URLParam(r, "topic")
+	n, err := strconv.ParseInt(chi.URLParam(r, "partition"), 10, 32)
+	if err != nil {
+		return nil, api.Errorf(api.CodeUnknownPartition, "partition %q is not a number", chi.URLParam(r, "partition"))
+	}
+	return b.parts.get(b.view.Current(), topic, int32(n))
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, api.Errorf(api.CodeInvalidRequest, "%s=%q: want an integer in [%d, %d]", name, s, lo, hi)
+	}
+	return n, nil
+}
+
+func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
+	p, err := b.partitionFor(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	acks, err := ParseAcks(r.URL.Query().Get("acks"))
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	timeoutMs, err := queryInt(r, "timeout_ms", defaultProduceWait.Milliseconds(), 0, 5*60*1000)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if r.ContentLength > b.opts.MaxRequestBytes {
+		api.WriteError(w, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes exceeds %d", r.ContentLength, b.opts.MaxRequestBytes))
+		return
+	}
+	body, err := readBody(r, b.opts.MaxRequestBytes)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	ctx, cancel := contextWithTimeout(r, time.Duration(timeoutMs)*time.Millisecond)
+	defer cancel()
+	res, err := p.Produce(ctx, body, acks)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// readBody reads a whole request body of at most limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	var buf []byte
+	if r.ContentLength > 0 {
+		buf = make([]byte, 0, r.ContentLength)
+	}
+	lr := http.MaxBytesReader(nil, r.Body, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, api.Errorf(api.CodeRequestTooLarge, "body exceeds %d bytes", limit)
+			}
+			return nil, api.Errorf(api.CodeInvalidRequest, "reading body: %v", err)
+		}
+	}
+}
+
+func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
+	p, err := b.partitionFor(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if _, err := p.leaderEpoch(); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	o := p.log.Offsets()
+	res := brokerapi.OffsetsResult{Positions: brokerapi.Positions{LogStartOffset: o.LogStart, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEnd}}
+	switch at := r.URL.Query().Get("at"); at {
+	case "earliest":
+		res.Offset = o.LogStart
+	case "latest", "":
+		res.Offset = o.HighWatermark
+	default:
+		ts, err := strconv.ParseInt(at, 10, 64)
+		if err != nil {
+			api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
+			return
+		}
+		off, ok, err := p.log.OffsetForTimestamp(ts)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		res.Offset = -1
+		if ok {
+			res.Offset = off
+		}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (b *Broker) handleTopicStatus(w http.ResponseWriter, r *http.Request) {
+	topic := chi.URLParam(r, "topic")
+	if _, ok := b.view.Current().Topics[topic]; !ok {
+		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
+		return
+	}
+	res := brokerapi.TopicStatus{Partitions: []brokerapi.PartitionStatus{}}
+	for _, p := range b.parts.topicPartitions(topic) {
+		res.Partitions = append(res.Partitions, p.Status())
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateTopicRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad topic body: %v", err))
+		return
+	}
+	if err := b.ctl.createTopic(r.Context(), req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (b *Broker) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
+	if err := b.ctl.deleteTopic(r.Context(), chi.URLParam(r, "topic")); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (b *Broker) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h := brokerapi.Health{BrokerID: b.opts.ID, Ready: b.Ready(), Controller: b.ctl.isActive()}
+	for _, p := range b.parts.all() {
+		if p.log.Err() != nil {
+			h.FailedPartitions = append(h.FailedPartitions, p.String())
+		}
+	}
+	status := http.StatusOK
+	if !h.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}

@@ -1,0 +1,63 @@
+// Package brokerapi is the broker's internal HTTP API: its routes, message
+// shapes and the client gateways (and, for replication, other brokers) use to
+// call it. Record data crosses it as raw RecordBatch v2 bytes.
+package brokerapi
+
+import (
+	"github.com/sluice-io/sluice/api"
+)
+
+// Routes of the internal API. {topic} and {partition} are path parameters.
+const (
+	PathProduce     = "/internal/v1/partitions/{topic}/{partition}/produce"
+	PathFetch       = "/internal/v1/partitions/{topic}/{partition}/fetch"
+	PathListOffsets = "/internal/v1/partitions/{topic}/{partition}/offsets"
+	PathTopicStatus = "/internal/v1/topics/{topic}/status"
+	PathTopics      = "/internal/v1/topics"
+	PathTopic       = "/internal/v1/topics/{topic}"
+	PathHealth      = "/internal/v1/health"
+)
+
+// ProduceResult answers a produce: the offsets the batches got.
+type ProduceResult struct {
+	BaseOffset    int64 `json:"base_offset"`
+	LastOffset    int64 `json:"last_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+}
+
+// OffsetsResult answers a list-offsets query.
+type OffsetsResult struct {
+	Offset int64 `json:"offset"` // -1 when no record matches a timestamp query
+	Positions
+}
+
+// Positions are a partition's offsets as its leader sees them.
+type Positions struct {
+	LogStartOffset int64 `json:"log_start_offset"`
+	HighWatermark  int64 `json:"high_watermark"`
+	LogEndOffset   int64 `json:"log_end_offset"`
+}
+
+// PartitionStatus is one partition on one broker.
+type PartitionStatus struct {
+	Partition int32  `json:"partition"`
+	Leader    bool   `json:"leader"`
+	Error     string `json:"error,omitempty"` // set when the partition is read-only after a disk error
+	Positions
+}
+
+// TopicStatus answers PathTopicStatus: the partitions of a topic this broker holds.
+type TopicStatus struct {
+	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// Health answers PathHealth.
+type Health struct {
+	BrokerID         int32    `json:"broker_id"`
+	Ready            bool     `json:"ready"`
+	Controller       bool     `json:"controller"`
+	FailedPartitions []string `json:"failed_partitions,omitempty"`
+}
+
+// CreateTopic is the body of a create-topic call to the controller.
+type CreateTopic = api.CreateTopicRequest

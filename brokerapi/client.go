@@ -1,0 +1,226 @@
+package brokerapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// Client calls brokers' internal APIs. It is safe for concurrent use and keeps
+// connections to each broker alive across calls.
+type Client struct {
+	HTTP *http.Client
+}
+
+// NewClient returns a client with a transport tuned for many concurrent calls to
+// a handful of brokers on a fast network.
+func NewClient() *Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Raw batches are already compressed where the producer asked for it.
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0, // long polls set their own deadlines via ctx
+	}
+	return &Client{HTTP: &http.Client{Transport: tr}}
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+func expand(addr, route string, topic string, partition int32) string {
+	p := strings.Replace(route, "{topic}", url.PathEscape(topic), 1)
+	p = strings.Replace(p, "{partition}", strconv.Itoa(int(partition)), 1)
+	return "http://" + addr + p
+}
+
+// do runs a request and classifies transport failures as BROKER_UNAVAILABLE
+// (or the ctx's error) and non-2xx answers as the *api.Error they carry.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, fmt.Errorf("%w: %v", api.ErrRequestTimedOut, ctxErr)
+		}
+		// Keep the transport error in the chain: NotSent tells a dial failure
+		// (safe to retry anything) from a failure after the request went out.
+		return nil, fmt.Errorf("%w: %w", &api.Error{Code: api.CodeBrokerUnavailable}, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, api.ReadError(resp)
+	}
+	return resp, nil
+}
+
+func (c *Client) doJSON(req *http.Request, out any) error {
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return api.Errorf(api.CodeBrokerUnavailable, "%s: bad answer: %v", req.URL.Host, err)
+	}
+	return nil
+}
+
+// NotSent reports whether err is a failure to connect, so the request never
+// reached the broker and retrying it cannot duplicate anything.
+func NotSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Produce sends raw batches for one partition. acks is "0", "1" or "all".
+func (c *Client) Produce(ctx context.Context, addr, topic string, partition int32, acks string, timeout time.Duration, batches []byte) (ProduceResult, error) {
+	u := expand(addr, PathProduce, topic, partition) + "?acks=" + acks + "&timeout_ms=" + strconv.FormatInt(timeout.Milliseconds(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(batches))
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	req.Header.Set("Content-Type", api.ContentTypeBatches)
+	var res ProduceResult
+	err = c.doJSON(req, &res)
+	return res, err
+}
+
+// FetchParams select what a fetch returns.
+type FetchParams struct {
+	Offset   int64
+	MaxBytes int64
+	MinBytes int64
+	MaxWait  time.Duration
+	// ReplicaID is set by followers (they read up to the log end, not the HW).
+	ReplicaID int32
+	// LeaderEpoch, when >= 0, fences the fetch against a stale leader.
+	LeaderEpoch int32
+}
+
+// FetchResponse is a fetch's answer. Body holds Size bytes of whole batches and
+// must be closed; the position headers are parsed into the other fields.
+type FetchResponse struct {
+	Body           io.ReadCloser
+	Size           int64
+	NextOffset     int64
+	HighWatermark  int64
+	LogStartOffset int64
+}
+
+// Fetch reads raw batches. The caller relays or decodes Body and closes it.
+func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32, p FetchParams) (*FetchResponse, error) {
+	q := url.Values{}
+	q.Set("offset", strconv.FormatInt(p.Offset, 10))
+	if p.MaxBytes > 0 {
+		q.Set("max_bytes", strconv.FormatInt(p.MaxBytes, 10))
+	}
+	if p.MinBytes > 0 {
+		q.Set("min_bytes", strconv.FormatInt(p.MinBytes, 10))
+	}
+	q.Set("max_wait_ms", strconv.FormatInt(p.MaxWait.Milliseconds(), 10))
+	if p.ReplicaID > 0 {
+		q.Set("replica_id", strconv.Itoa(int(p.ReplicaID)))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathFetch, topic, partition)+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if p.LeaderEpoch >= 0 {
+		req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(p.LeaderEpoch)))
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	fr := &FetchResponse{Body: resp.Body, Size: resp.ContentLength}
+	var perr error
+	parse := func(h string) int64 {
+		n, err := strconv.ParseInt(resp.Header.Get(h), 10, 64)
+		if err != nil {
+			perr = errors.Join(perr, fmt.Errorf("header %s: %v", h, err))
+		}
+		return n
+	}
+	fr.NextOffset = parse(api.HeaderNextOffset)
+	fr.HighWatermark = parse(api.HeaderHighWatermark)
+	fr.LogStartOffset = parse(api.HeaderLogStartOffset)
+	if perr != nil || fr.Size < 0 {
+		resp.Body.Close()
+		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: bad fetch answer: %v", addr, perr)
+	}
+	return fr, nil
+}
+
+// ListOffsets resolves "earliest", "latest" or a timestamp (ms) to an offset.
+func (c *Client) ListOffsets(ctx context.Context, addr, topic string, partition int32, spec string) (OffsetsResult, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathListOffsets, topic, partition)+"?at="+url.QueryEscape(spec), nil)
+	if err != nil {
+		return OffsetsResult{}, err
+	}
+	var res OffsetsResult
+	err = c.doJSON(req, &res)
+	return res, err
+}
+
+// TopicStatus asks a broker for the positions of the partitions it holds.
+func (c *Client) TopicStatus(ctx context.Context, addr, topic string) (TopicStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathTopicStatus, topic, 0), nil)
+	if err != nil {
+		return TopicStatus{}, err
+	}
+	var res TopicStatus
+	err = c.doJSON(req, &res)
+	return res, err
+}
+
+// CreateTopic asks the controller to create a topic.
+func (c *Client) CreateTopic(ctx context.Context, controller string, t api.CreateTopicRequest) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+controller+PathTopics, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.doJSON(req, nil)
+}
+
+// DeleteTopic asks the controller to delete a topic.
+func (c *Client) DeleteTopic(ctx context.Context, controller, topic string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, expand(controller, PathTopic, topic, 0), nil)
+	if err != nil {
+		return err
+	}
+	return c.doJSON(req, nil)
+}
+
+// Health asks a broker whether it can serve.
+func (c *Client) Health(ctx context.Context, addr string) (Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+PathHealth, nil)
+	if err != nil {
+		return Health{}, err
+	}
+	var h Health
+	err = c.doJSON(req, &h)
+	return h, err
+}

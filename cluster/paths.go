@@ -1,0 +1,36 @@
+// Package cluster owns the cluster metadata as it lives in the coordinator: the
+// znode layout, and View, a watched, always-current snapshot of it that brokers
+// and gateways read without touching the coordinator on their hot paths.
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Znode layout (see DESIGN.md). Paths follow Kafka's ZooKeeper layout so that
+// operators find things where they expect them.
+const (
+	BrokersIDsPath      = "/brokers/ids"
+	TopicsPath          = "/brokers/topics"
+	ControllerPath      = "/controller"
+	ControllerEpochPath = "/controller_epoch"
+	ProducerIDBlockPath = "/latest_producer_id_block"
+)
+
+// BrokerPath is /brokers/ids/{id}: ephemeral, api.BrokerRegistration.
+func BrokerPath(id int32) string { return BrokersIDsPath + "/" + strconv.Itoa(int(id)) }
+
+// TopicPath is /brokers/topics/{topic}: api.TopicRecord.
+func TopicPath(topic string) string { return TopicsPath + "/" + topic }
+
+// PartitionsPath is /brokers/topics/{topic}/partitions.
+func PartitionsPath(topic string) string { return TopicPath(topic) + "/partitions" }
+
+// PartitionPath is /brokers/topics/{topic}/partitions/{p}.
+func PartitionPath(topic string, p int32) string {
+	return fmt.Sprintf("%s/%d", PartitionsPath(topic), p)
+}
+
+// PartitionStatePath is /brokers/topics/{topic}/partitions/{p}/state: api.PartitionState.
+func PartitionStatePath(topic string, p int32) string { return PartitionPath(topic, p) + "/state" }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sluice-io/sluice"
+	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/gateway"
+)
+
+// runDev is `sluice dev`: the embedded default. Everything lives under --data:
+// the coordinator's state (coord.json) and one directory per broker, so a
+// restart on the same --data finds every topic and record.
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:8080"), "public HTTP address (env SLUICE_ADDR)")
+	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
+	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 1), "brokers to run in the process (env SLUICE_BROKERS)")
+	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *nBrokers < 1 || *nBrokers > 9 {
+		return errors.New("--brokers must be 1 to 9")
+	}
+	log := newLogger(*logLevel)
+	if err := os.MkdirAll(*data, 0o755); err != nil {
+		return err
+	}
+	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(*data, "coord.json")})
+	if err != nil {
+		return fmt.Errorf("coordinator state: %w", err)
+	}
+	defer store.Close()
+
+	var brokers []*broker.Broker
+	defer func() {
+		for _, b := range brokers {
+			if err := b.Close(); err != nil {
+				log.Error("closing broker", "broker", b.ID(), "err", err)
+			}
+		}
+	}()
+	for i := 1; i <= *nBrokers; i++ {
+		b, err := broker.New(broker.Options{
+			ID:      int32(i),
+			Addr:    "127.0.0.1:0",
+			DataDir: filepath.Join(*data, "broker-"+strconv.Itoa(i)),
+			Coord:   store.Session(),
+			Logger:  log,
+		})
+		if err != nil {
+			return err
+		}
+		brokers = append(brokers, b)
+		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = b.Start(startCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("starting broker %d: %w", i, err)
+		}
+	}
+	gw, err := gateway.New(gateway.Options{
+		Addr:    *addr,
+		Coord:   store.Session(),
+		Version: version,
+		OpenAPI: sluice.OpenAPI,
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	gw.Start()
+	defer gw.Close()
+
+	base := "http://" + gw.Addr()
+	fmt.Printf(`Sluice %s is up: gateway %s, %d broker(s), data in %s
+
+Try:
+  curl -s -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{"name":"orders","partitions":3}'
+  curl -s -X POST %s/v1/topics/orders/records -H 'Content-Type: application/json' -d '{"records":[{"key":"user-1","value":{"total":42}}]}'
+  curl -s '%s/v1/topics/orders/partitions/0/records?offset=earliest'
+
+Ctrl-C stops it.
+`, version, base, *nBrokers, *data, base, base, base)
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,291 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+// Fetch parameter bounds.
+const (
+	defaultMaxRecords = 500
+	maxMaxRecords     = 10_000
+	defaultMaxBytes   = 1 << 20
+	maxMaxBytes       = 64 << 20
+	maxWait           = 30 * time.Second
+)
+
+// fetchParams are the query parameters shared by the fetch routes.
+type fetchParams struct {
+	topic      string
+	partition  int32
+	offsetSpec string // "earliest", "latest" or a number
+	maxRecords int
+	maxBytes   int64
+	wait       time.Duration
+}
+
+func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, api.Errorf(api.CodeInvalidRequest, "%s=%q: want an integer from %d to %d", name, s, lo, hi)
+	}
+	return n, nil
+}
+
+// parseFetchParams reads the path and query of a fetch route. The offset
+// defaults to "earliest".
+func (g *Gateway) parseFetchParams(r *http.Request) (fetchParams, error) {
+	fp := fetchParams{topic: chi.URLParam(r, "topic")}
+	n, err := strconv.ParseInt(chi.URLParam(r, "partition"), 10, 32)
+	if err != nil || n < 0 {
+		return fp, api.Errorf(api.CodeUnknownPartition, "partition %q is not a partition number", chi.URLParam(r, "partition"))
+	}
+	fp.partition = int32(n)
+	if _, _, err := g.view.Current().Leader(fp.topic, fp.partition); err != nil && !api.Lookup(api.Classify(err).Code).Retriable {
+		return fp, err
+	}
+	fp.offsetSpec = r.URL.Query().Get("offset")
+	switch fp.offsetSpec {
+	case "":
+		fp.offsetSpec = "earliest"
+	case "earliest", "latest":
+	default:
+		if n, err := strconv.ParseInt(fp.offsetSpec, 10, 64); err != nil || n < 0 {
+			return fp, api.Errorf(api.CodeInvalidOffset, "offset=%q: want a non-negative number, earliest or latest", fp.offsetSpec)
+		}
+	}
+	mr, err := intParam(r, "max_records", defaultMaxRecords, 1, maxMaxRecords)
+	if err != nil {
+		return fp, err
+	}
+	fp.maxRecords = int(mr)
+	if fp.maxBytes, err = intParam(r, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
+		return fp, err
+	}
+	w, err := intParam(r, "max_wait_ms", 0, 0, maxWait.Milliseconds())
+	if err != nil {
+		return fp, err
+	}
+	fp.wait = time.Duration(w) * time.Millisecond
+	return fp, nil
+}
+
+// retriableRead: reads are idempotent, so any retriable failure is retried.
+func retriableRead(err error) bool {
+	return brokerapi.NotSent(err) || api.Classify(err).Retriable()
+}
+
+// resolveOffset turns "earliest"/"latest"/N into a number, asking the leader.
+func (g *Gateway) resolveOffset(ctx context.Context, topic string, p int32, spec string) (int64, error) {
+	if n, err := strconv.ParseInt(spec, 10, 64); err == nil {
+		return n, nil
+	}
+	res, err := retry(ctx, retriableRead, func() (brokerapi.OffsetsResult, error) {
+		addr, _, err := g.view.Current().Leader(topic, p)
+		if err != nil {
+			return brokerapi.OffsetsResult{}, err
+		}
+		return g.brokers.ListOffsets(ctx, addr, topic, p, spec)
+	})
+	return res.Offset, err
+}
+
+// fetchFrom fetches raw batches from the partition's leader.
+func (g *Gateway) fetchFrom(ctx context.Context, topic string, p int32, fp brokerapi.FetchParams) (*brokerapi.FetchResponse, error) {
+	return retry(ctx, retriableRead, func() (*brokerapi.FetchResponse, error) {
+		addr, _, err := g.view.Current().Leader(topic, p)
+		if err != nil {
+			return nil, err
+		}
+		return g.brokers.Fetch(ctx, addr, topic, p, fp)
+	})
+}
+
+// fetchRecords fetches and decodes up to maxRecords records from offset.
+func (g *Gateway) fetchRecords(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
+	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: offset}
+	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
+		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer fr.Body.Close()
+	res.HighWatermark = fr.HighWatermark
+	raw := make([]byte, fr.Size)
+	if _, err := io.ReadFull(fr.Body, raw); err != nil {
+		return res, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
+	}
+	res.NextOffset = max(fr.NextOffset, offset)
+	full := true
+	_, err = api.ScanBatches(raw, true, func(h api.BatchHeader, b []byte) error {
+		if !full {
+			return nil
+		}
+		_, recs, err := api.DecodeBatch(b)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if recs[i].Offset < offset {
+				continue
+			}
+			if len(res.Records) == fp.maxRecords {
+				full = false
+				res.NextOffset = recs[i].Offset
+				return nil
+			}
+			res.Records = append(res.Records, toFetched(&recs[i]))
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// toFetched renders a record for JSON: JSON values inline, other bytes as base64.
+func toFetched(r *api.Record) api.FetchedRecord {
+	fr := api.FetchedRecord{Offset: r.Offset, Timestamp: r.Timestamp}
+	if r.Key != nil {
+		if utf8.Valid(r.Key) {
+			s := string(r.Key)
+			fr.Key = &s
+		} else {
+			s := base64.StdEncoding.EncodeToString(r.Key)
+			fr.KeyB64 = &s
+		}
+	}
+	if r.Value != nil {
+		if json.Valid(r.Value) {
+			fr.Value = json.RawMessage(r.Value)
+		} else {
+			s := base64.StdEncoding.EncodeToString(r.Value)
+			fr.ValueB64 = &s
+		}
+	}
+	if len(r.Headers) > 0 {
+		fr.Headers = make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			fr.Headers[h.Key] = string(h.Value)
+		}
+	}
+	return fr
+}
+
+// handleFetchRecords is GET .../records: decoded records as JSON, long-polling
+// up to max_wait_ms when there is nothing new.
+func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
+	defer cancel()
+	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	res, err := g.fetchRecords(ctx, fp, offset)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleFetchBatches is GET .../batches: raw RecordBatch v2 bytes relayed from
+// the leader (which sent them with sendfile) without decoding.
+func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
+	defer cancel()
+	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
+		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
+	})
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	defer fr.Body.Close()
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeBatches)
+	h.Set("Content-Length", strconv.FormatInt(fr.Size, 10))
+	h.Set(api.HeaderNextOffset, strconv.FormatInt(max(fr.NextOffset, offset), 10))
+	h.Set(api.HeaderHighWatermark, strconv.FormatInt(fr.HighWatermark, 10))
+	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(fr.LogStartOffset, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, io.LimitReader(fr.Body, fr.Size))
+}
+
+// handleListOffsets is GET .../offsets?at=earliest|latest|<timestamp ms>.
+func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	at := r.URL.Query().Get("at")
+	if at == "" {
+		at = "latest"
+	}
+	if at != "earliest" && at != "latest" {
+		if _, err := strconv.ParseInt(at, 10, 64); err != nil {
+			api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	res, err := retry(ctx, retriableRead, func() (brokerapi.OffsetsResult, error) {
+		addr, _, err := g.view.Current().Leader(fp.topic, fp.partition)
+		if err != nil {
+			return brokerapi.OffsetsResult{}, err
+		}
+		return g.brokers.ListOffsets(ctx, addr, fp.topic, fp.partition, at)
+	})
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,177 @@
+// Package gateway is Sluice's public HTTP and WebSocket API. A gateway is
+// stateless: it reads cluster metadata from the coordinator (watched), turns
+// produce requests into record batches for partition leaders, and relays or
+// decodes fetches. Any number of gateways can serve the same cluster.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coord"
+)
+
+// Options configure a gateway. Zero values take the documented defaults.
+type Options struct {
+	// Listener serves the public API; when nil the gateway listens on Addr.
+	Listener net.Listener
+	// Addr default 127.0.0.1:8080.
+	Addr string
+	// Coord is the coordinator session for metadata; not closed by the gateway.
+	Coord coord.Coordinator
+	// MaxBodyBytes bounds a produce body. Default 32 MiB.
+	MaxBodyBytes int64
+	// Version is reported by GET /v1/cluster.
+	Version string
+	// OpenAPI is served at GET /openapi.yaml.
+	OpenAPI []byte
+	// Dashboard, when set, is served at / (the browser dashboard).
+	Dashboard http.Handler
+	// Logger default slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway serves the public API.
+type Gateway struct {
+	opts    Options
+	log     *slog.Logger
+	view    *cluster.View
+	brokers *brokerapi.Client
+	ln      net.Listener
+	srv     *http.Server
+	sticky  stickyPartitioner
+
+	ctx    context.Context // ends at Close; parent of background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background sends (acks=0) and the server
+}
+
+// New builds a gateway and opens its listener; Start makes it serve.
+func New(opts Options) (*Gateway, error) {
+	if opts.Coord == nil {
+		return nil, errors.New("gateway: Coord is required")
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:8080"
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 32 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway")}
+	g.ln = opts.Listener
+	if g.ln == nil {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		g.ln = ln
+	}
+	g.view = cluster.NewView(opts.Coord, g.log)
+	g.brokers = brokerapi.NewClient()
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.srv = &http.Server{
+		Handler:           g.Routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Bodies are bounded by MaxBodyBytes; long polls and WebSockets set
+		// their own per-request deadlines.
+		ReadTimeout:    2 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	return g, nil
+}
+
+// Addr is the address the gateway listens on.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// Start begins watching metadata and serving.
+func (g *Gateway) Start() {
+	g.view.Start()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("public API stopped", "err", err)
+		}
+	}()
+}
+
+// Close stops the gateway. Order: stop accepting and let in-flight requests
+// finish (5 s at most), end background work, stop the metadata view, drop
+// idle broker connections.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := g.srv.Shutdown(ctx)
+	if err != nil {
+		g.srv.Close()
+	}
+	g.cancel()
+	g.wg.Wait()
+	g.view.Close()
+	g.brokers.Close()
+	return err
+}
+
+// Routes is the public router. openapi.yaml lists exactly these routes; a test
+// checks it.
+func (g *Gateway) Routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(recoverer(g.log))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Get("/healthz", g.handleHealthz)
+	r.Get("/readyz", g.handleReadyz)
+	r.Get("/openapi.yaml", g.handleOpenAPI)
+	r.Get("/v1/cluster", g.handleCluster)
+	r.Get("/v1/topics", g.handleListTopics)
+	r.Post("/v1/topics", g.handleCreateTopic)
+	r.Get("/v1/topics/{topic}", g.handleGetTopic)
+	r.Delete("/v1/topics/{topic}", g.handleDeleteTopic)
+	r.Post("/v1/topics/{topic}/records", g.handleProduce)
+	r.Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)
+	r.Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
+	r.Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)
+	r.Get("/v1/topics/{topic}/partitions/{partition}/ws", g.handleWebSocket)
+	if g.opts.Dashboard != nil {
+		r.Handle("/*", g.opts.Dashboard)
+	}
+	return r
+}
+
+// recoverer turns a handler panic into an INTERNAL error instead of a dropped
+// connection. It does not wrap the ResponseWriter.
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+					api.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}

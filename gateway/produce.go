@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+const defaultProduceTimeout = 30 * time.Second
+
+// handleProduce is POST /v1/topics/{topic}/records.
+func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
+	topic := chi.URLParam(r, "topic")
+	tm, ok := g.view.Current().Topics[topic]
+	if !ok {
+		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
+		return
+	}
+	cfg, err := api.ParseTopicConfig(tm.Record.Configs, len(tm.Record.Replicas[0]))
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	acks := q.Get("acks")
+	switch acks {
+	case "":
+		acks = "all"
+	case "all", "1", "0":
+	case "-1":
+		acks = "all"
+	default:
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "acks=%q: want 0, 1 or all", acks))
+		return
+	}
+	timeout := defaultProduceTimeout
+	if s := q.Get("timeout_ms"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 || n > 300_000 {
+			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "timeout_ms=%q: want 1 to 300000", s))
+			return
+		}
+		timeout = time.Duration(n) * time.Millisecond
+	}
+
+	recs, err := g.readRecords(w, r, cfg)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	for i := range recs {
+		if n := recs[i].size(); n > cfg.MaxMessageBytes {
+			api.WriteError(w, api.Errorf(api.CodeRecordTooLarge, "record %d is %d bytes; max.message.bytes is %d", i, n, cfg.MaxMessageBytes))
+			return
+		}
+	}
+	if err := g.assignPartitions(topic, recs, tm.Partitions()); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+
+	// One batch per partition, records in request order.
+	order := map[int32][]int{}
+	var parts []int32
+	for i := range recs {
+		p := recs[i].partition
+		if _, ok := order[p]; !ok {
+			parts = append(parts, p)
+		}
+		order[p] = append(order[p], i)
+	}
+	batches := make([][]byte, len(parts))
+	for j, p := range parts {
+		rs := make([]api.Record, len(order[p]))
+		for k, i := range order[p] {
+			rs[k] = api.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp}
+		}
+		b, err := api.EncodeBatch(nil, rs, api.BatchOptions{Compression: cfg.Compression})
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		batches[j] = b
+	}
+
+	resp := api.ProduceResponse{Offsets: make([]api.RecordOffset, len(recs))}
+	for i := range recs {
+		resp.Offsets[i] = api.RecordOffset{Partition: recs[i].partition, Offset: -1}
+	}
+	if acks == "0" {
+		// Fire and forget: nothing is acknowledged, so nothing is promised.
+		for j, p := range parts {
+			g.wg.Add(1)
+			go func(p int32, b []byte) {
+				defer g.wg.Done()
+				ctx, cancel := context.WithTimeout(g.ctx, timeout)
+				defer cancel()
+				if _, err := g.produceTo(ctx, topic, p, "1", b); err != nil {
+					g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)
+				}
+			}(p, batches[j])
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	results := make([]brokerapi.ProduceResult, len(parts))
+	errs := make([]error, len(parts))
+	if len(parts) == 1 {
+		results[0], errs[0] = g.produceTo(ctx, topic, parts[0], acks, batches[0])
+	} else {
+		var wg sync.WaitGroup
+		for j, p := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j])
+			}()
+		}
+		wg.Wait()
+	}
+	var first *api.Error
+	for j, p := range parts {
+		if errs[j] != nil {
+			e := api.Classify(errs[j])
+			if first == nil {
+				first = e
+			}
+			for _, i := range order[p] {
+				resp.Offsets[i].Error = e.Code
+			}
+			continue
+		}
+		for k, i := range order[p] {
+			resp.Offsets[i].Offset = results[j].BaseOffset + int64(k)
+		}
+	}
+	if first != nil {
+		resp.Error = &api.ErrorDetail{Code: first.Code, Message: first.Message, Retriable: first.Retriable()}
+		w.Header().Set(api.HeaderErrorCode, string(first.Code))
+		writeJSON(w, first.Status(), resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readRecords reads and parses the body by its media type, refusing oversized
+// bodies before buffering them.
+func (g *Gateway) readRecords(w http.ResponseWriter, r *http.Request, cfg api.TopicConfig) ([]pendingRecord, error) {
+	mt := mediaType(r)
+	switch mt {
+	case mediaOctet:
+		if r.ContentLength > int64(cfg.MaxMessageBytes) {
+			return nil, api.Errorf(api.CodeRecordTooLarge, "record of %d bytes; max.message.bytes is %d", r.ContentLength, cfg.MaxMessageBytes)
+		}
+		body, err := readLimited(r.Body, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge)
+		if err != nil {
+			return nil, err
+		}
+		q := r.URL.Query()
+		pr := pendingRecord{partition: -1, value: body}
+		if q.Has("key") {
+			pr.key = []byte(q.Get("key"))
+		}
+		if s := q.Get("partition"); s != "" {
+			n, err := strconv.ParseInt(s, 10, 32)
+			if err != nil || n < 0 {
+				return nil, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
+			}
+			pr.partition = int32(n)
+		}
+		return []pendingRecord{pr}, nil
+	case mediaJSON, mediaNDJSON:
+		if r.ContentLength > g.opts.MaxBodyBytes {
+			return nil, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway takes at most %d", r.ContentLength, g.opts.MaxBodyBytes)
+		}
+		body, err := readLimited(r.Body, g.opts.MaxBodyBytes, api.CodeRequestTooLarge)
+		if err != nil {
+			return nil, err
+		}
+		if mt == mediaNDJSON {
+			return parseNDJSON(body)
+		}
+		recs, pf, err := parseJSONBody(body)
+		if err == nil && pf.id != nil {
+			err = api.Errorf(api.CodeInvalidRequest, "idempotent producers are not enabled on this gateway")
+		}
+		return recs, err
+	case "":
+		return nil, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
+	default:
+		return nil, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
+	}
+}
+
+// readLimited reads a whole body of at most limit bytes; past that it stops
+// reading and returns code.
+func readLimited(body io.Reader, limit int64, code api.Code) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, api.Errorf(api.CodeInvalidRequest, "reading body: %v", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, api.Errorf(code, "body exceeds %d bytes", limit)
+	}
+	return b, nil
+}
+
+// retriableBeforeWrite reports whether a produce failed in a way that proves
+// nothing was written, so sending it again cannot duplicate records.
+func retriableBeforeWrite(err error) bool {
+	if brokerapi.NotSent(err) {
+		return true
+	}
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case api.CodeNotLeader, api.CodeLeaderNotAvailable, api.CodeNotEnoughReplicas, api.CodeUnknownTopic, api.CodeUnknownPartition:
+		return true
+	}
+	return false
+}
+
+// produceTo sends one partition's batch to its leader, following leadership
+// changes and retrying failures that wrote nothing until ctx ends.
+func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte) (brokerapi.ProduceResult, error) {
+	return retry(ctx, retriableBeforeWrite, func() (brokerapi.ProduceResult, error) {
+		addr, _, err := g.view.Current().Leader(topic, p)
+		if err != nil {
+			return brokerapi.ProduceResult{}, err
+		}
+		var remaining time.Duration
+		if dl, ok := ctx.Deadline(); ok {
+			remaining = time.Until(dl)
+		}
+		return g.brokers.Produce(ctx, addr, topic, p, acks, remaining, batch)
+	})
+}
+
+// retry calls f until it succeeds, fails in a way ok says is not worth
+// retrying, or ctx ends; then it returns the last error.
+func retry[T any](ctx context.Context, ok func(error) bool, f func() (T, error)) (T, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		v, err := f()
+		if err == nil || !ok(err) {
+			return v, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}

@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+// WebSocket streaming with credit-based flow control.
+//
+// The client grants credit (records it can take): first with ?credit=N, then
+// with {"credit":N} text messages that add to it. The server sends only while
+// credit is positive and subtracts what it sends, so a slow consumer is never
+// flooded and nothing is dropped: records wait in the log until credit comes.
+// JSON frames never exceed the credit. Binary frames carry whole batches, so
+// the last batch of a frame may take credit below zero by less than one batch.
+//
+// An error ends the stream with a text frame {"error":{...}} and a close
+// status of 4000 + the error's HTTP status (4416: offset out of range), with
+// the error code as the close reason.
+const (
+	wsPollWait     = 5 * time.Second
+	wsMaxFrameRecs = 1000
+	wsWriteTimeout = 30 * time.Second
+	maxCredit      = 1 << 40
+)
+
+func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	credit, err := intParam(r, "credit", 0, 0, maxCredit)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	binary := false
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "json":
+	case "binary":
+		binary = true
+	default:
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "format=%q: want json or binary", f))
+		return
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	conn.SetReadLimit(4096)
+	s := &wsStream{g: g, conn: conn, fp: fp, binary: binary, more: make(chan struct{}, 1)}
+	s.credit.Store(credit)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go s.readCredits(ctx, cancel)
+	err = s.stream(ctx)
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		s.fail(ae)
+	case err != nil && ctx.Err() == nil:
+		s.fail(api.Classify(err))
+	default:
+		conn.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// wsStream is one WebSocket consumer. Two goroutines: the handler's (stream,
+// the only writer) and readCredits (the only reader), which ends with the
+// connection and cancels the stream's context.
+type wsStream struct {
+	g      *Gateway
+	conn   *websocket.Conn
+	fp     fetchParams
+	binary bool
+	credit atomic.Int64
+	more   chan struct{} // cap 1: credit arrived
+}
+
+// readCredits reads {"credit":N} messages until the connection ends.
+func (s *wsStream) readCredits(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	for {
+		typ, b, err := s.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		var c api.Credit
+		if typ != websocket.MessageText || json.Unmarshal(b, &c) != nil || c.Credit <= 0 || c.Credit > maxCredit {
+			s.conn.Close(websocket.StatusPolicyViolation, `send {"credit":N} with 0 < N <= 2^40`)
+			return
+		}
+		if s.credit.Add(c.Credit) > maxCredit {
+			s.credit.Store(maxCredit)
+		}
+		select {
+		case s.more <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stream sends records while there is credit.
+func (s *wsStream) stream(ctx context.Context) error {
+	offset, err := s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+	if err != nil {
+		return err
+	}
+	for {
+		for s.credit.Load() <= 0 {
+			select {
+			case <-s.more:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		var next int64
+		if s.binary {
+			next, err = s.sendBatches(ctx, offset)
+		} else {
+			next, err = s.sendRecords(ctx, offset)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		offset = next
+	}
+}
+
+func (s *wsStream) sendRecords(ctx context.Context, offset int64) (int64, error) {
+	fp := s.fp
+	fp.maxRecords = int(min(s.credit.Load(), wsMaxFrameRecs))
+	fp.wait = wsPollWait
+	res, err := s.g.fetchRecords(ctx, fp, offset)
+	if err != nil || len(res.Records) == 0 {
+		return res.NextOffset, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return offset, err
+	}
+	if err := s.write(ctx, websocket.MessageText, b); err != nil {
+		return offset, err
+	}
+	s.credit.Add(-int64(len(res.Records)))
+	return res.NextOffset, nil
+}
+
+func (s *wsStream) sendBatches(ctx context.Context, offset int64) (int64, error) {
+	fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
+		Offset: offset, MaxBytes: s.fp.maxBytes, MaxWait: wsPollWait, LeaderEpoch: -1,
+	})
+	if err != nil {
+		return offset, err
+	}
+	defer fr.Body.Close()
+	raw := make([]byte, fr.Size)
+	if _, err := io.ReadFull(fr.Body, raw); err != nil {
+		return offset, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
+	}
+	credit := s.credit.Load()
+	end, next, sent := 0, offset, int64(0)
+	_, err = api.ScanBatches(raw, false, func(h api.BatchHeader, b []byte) error {
+		if sent >= credit {
+			return nil
+		}
+		end += len(b)
+		next = h.NextOffset()
+		sent += h.NextOffset() - max(h.BaseOffset, offset)
+		return nil
+	})
+	if err != nil || end == 0 {
+		return offset, err
+	}
+	if err := s.write(ctx, websocket.MessageBinary, raw[:end]); err != nil {
+		return offset, err
+	}
+	s.credit.Add(-sent)
+	return next, nil
+}
+
+func (s *wsStream) write(ctx context.Context, typ websocket.MessageType, b []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, typ, b)
+}
+
+// fail sends the error frame and closes with 4000 + HTTP status.
+func (s *wsStream) fail(e *api.Error) {
+	spec := api.Lookup(e.Code)
+	b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: spec.Retriable}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.conn.Write(ctx, websocket.MessageText, b)
+	s.conn.Close(websocket.StatusCode(4000+spec.Status), string(e.Code))
+}
+
+var _ = strconv.Itoa
