@@ -190,4 +190,3 @@ func (m *manager) closeAll() error {
 	}
 	return errors.Join(errs...)
 }
-
