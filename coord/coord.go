@@ -12,7 +12,9 @@
 // expires, the handle reports StateExpired, every pending watch ends with a session
 // event, the session's ephemeral nodes are gone, and the handle opens a new session
 // on its own (new SessionID, then StateConnected). The owner reacts to StateExpired by
-// re-creating its ephemerals and re-reading what it watched.
+// stopping whatever the old session entitled it to (a leader stops acknowledging, a
+// controller stops commanding) and, at the StateConnected that follows, re-creating
+// its ephemerals and re-reading (and re-watching) what it depends on.
 package coord
 
 import (
@@ -259,10 +261,11 @@ type Coordinator interface {
 	// one reader, the handle's owner, which fans out what others need.
 	SessionEvents() <-chan SessionState
 
-	// Close ends the session: its ephemerals are deleted at once, its watches end
-	// with EventSession/StateClosed, SessionEvents is closed, and every later call
-	// fails with ErrClosed. It waits for the handle's goroutines to stop. Calling
-	// it again does nothing.
+	// Close ends the session: its ephemerals are deleted at once (for ZooKeeper:
+	// if the handle is connected; otherwise the ensemble deletes them when the
+	// session times out), its watches end with EventSession/StateClosed,
+	// SessionEvents is closed, and every later call fails with ErrClosed. It waits
+	// for the handle's goroutines to stop. Calling it again does nothing.
 	Close() error
 }
 

@@ -106,8 +106,16 @@ func ParseZKConnect(s string) (servers []string, chroot string, err error) {
 // handle then reports StateExpired, every pending watch receives
 // EventSession/StateExpired, and in-flight requests fail with ErrSessionExpired; the
 // client immediately opens a new session, and the handle reports StateConnected with
-// a new SessionID. Nothing is re-created for the owner: on StateExpired it must
-// re-create its ephemerals and re-read (and re-watch) what it depends on.
+// a new SessionID. Nothing is re-created for the owner: after that StateConnected it
+// must re-create its ephemerals and re-read (and re-watch) what it depends on. A
+// call made between the two either fails (ErrSessionExpired, ErrConnectionLoss) or
+// runs in the new session.
+//
+// The client notices expiry only when it reaches the ensemble again, so while it is
+// cut off it reports StateDisconnected, not StateExpired, even after the session
+// timeout has passed. An owner that must not act on a possibly dead session (a
+// partition leader acknowledging writes) treats StateDisconnected lasting longer
+// than the session timeout as expiry.
 //
 // Goroutines: the go-zookeeper client runs its own (connection loop, send and receive
 // loops); this handle adds one that waits for the client's event channel to close,

@@ -1,0 +1,120 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Watch cases of the conformance suite (runConformance).
+
+func testWatches(t *testing.T, newSession newSessionFunc) {
+	ctx := t.Context()
+	watcher, _ := newSession(t)
+	writer, _ := newSession(t)
+	base := testBase(t, writer)
+
+	type watchFunc func(p string) (<-chan Event, error)
+	getW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.GetW(ctx, p); return ch, err }
+	existsW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.ExistsW(ctx, p); return ch, err }
+	childrenW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.ChildrenW(ctx, p); return ch, err }
+	set := func(p string) error { _, err := writer.Set(ctx, p, []byte("new"), AnyVersion); return err }
+	del := func(p string) error { return writer.Delete(ctx, p, AnyVersion) }
+	create := func(p string) error { _, err := writer.Create(ctx, p, nil, 0); return err }
+
+	cases := []struct {
+		name    string
+		exists  bool // the watched node exists before the watch
+		child   bool // and has a child named "c"
+		watch   watchFunc
+		trigger func(p string) error
+		want    EventType
+	}{
+		{"get then set", true, false, getW, set, EventNodeDataChanged},
+		{"get then delete", true, false, getW, del, EventNodeDeleted},
+		{"exists absent then create", false, false, existsW, create, EventNodeCreated},
+		{"exists present then set", true, false, existsW, set, EventNodeDataChanged},
+		{"exists present then delete", true, false, existsW, del, EventNodeDeleted},
+		{"children then create child", true, false, childrenW, func(p string) error { return create(p + "/new") }, EventNodeChildrenChanged},
+		{"children then delete child", true, true, childrenW, func(p string) error { return del(p + "/c") }, EventNodeChildrenChanged},
+		{"children then delete node", true, false, childrenW, del, EventNodeDeleted},
+		{"get then two sets in a multi", true, false, getW, func(p string) error {
+			_, err := writer.Multi(ctx, SetOp(p, []byte("1"), AnyVersion), SetOp(p, []byte("2"), AnyVersion))
+			return err
+		}, EventNodeDataChanged},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fmt.Sprintf("%s/w%d", base, i)
+			if tc.exists {
+				mustCreate(t, writer, p, []byte("old"), 0)
+			}
+			if tc.child {
+				mustCreate(t, writer, p+"/c", nil, 0)
+			}
+			ch, err := tc.watch(p)
+			if err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			// A second watch on the same node gets its own event.
+			ch2, err := tc.watch(p)
+			if err != nil {
+				t.Fatalf("second watch: %v", err)
+			}
+			if err := tc.trigger(p); err != nil {
+				t.Fatalf("trigger: %v", err)
+			}
+			for _, c := range []<-chan Event{ch, ch2} {
+				if ev := nextEvent(t, c); ev.Type != tc.want || ev.Path != p {
+					t.Fatalf("got %v, want %v %s", ev, tc.want, p)
+				}
+			}
+		})
+	}
+
+	// A watch is set only when the call succeeds.
+	if _, _, ch, err := watcher.GetW(ctx, base+"/absent"); !errors.Is(err, ErrNoNode) || ch != nil {
+		t.Fatalf("GetW(absent) = %v, %v; want no watch and ErrNoNode", ch, err)
+	}
+}
+
+func testWatchIgnoresChildData(t *testing.T, newSession newSessionFunc) {
+	ctx := t.Context()
+	c, _ := newSession(t)
+	base := testBase(t, c)
+	mustCreate(t, c, base+"/child", nil, 0)
+	_, _, ch, err := c.ChildrenW(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, base+"/child", []byte("x"), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	noEvent(t, ch, 300*time.Millisecond)
+	mustCreate(t, c, base+"/other", nil, 0)
+	if ev := nextEvent(t, ch); ev.Type != EventNodeChildrenChanged {
+		t.Fatalf("got %v, want NodeChildrenChanged", ev)
+	}
+}
+
+func testWatchesEndOnClose(t *testing.T, newSession newSessionFunc) {
+	a, _ := newSession(t)
+	base := testBase(t, a)
+	_, _, data, err := a.GetW(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, absent, err := a.ExistsW(t.Context(), base+"/absent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan Event{data, absent} {
+		if ev := nextEvent(t, ch); ev.Type != EventSession || ev.State != StateClosed {
+			t.Fatalf("after Close got %v, want Session(Closed)", ev)
+		}
+	}
+}
