@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"mime"
 	"net/http"
-	"sort"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -44,26 +42,61 @@ func mediaType(r *http.Request) string {
 
 // parseJSONBody reads {"records":[...]} bodies.
 func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
-	var req api.ProduceRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return nil, producerFields{}, api.Errorf(api.CodeInvalidRequest, "body is not a JSON produce request: %v", err)
+	s := &scanner{b: body}
+	var pf producerFields
+	recs := make([]pendingRecord, 0, len(body)/128+1)
+	intInto := func(name string, lo, hi int64) *int64 {
+		n := s.intField(name, lo, hi)
+		return &n
 	}
-	if dec.More() {
-		return nil, producerFields{}, api.Errorf(api.CodeInvalidRequest, "body has data after the JSON object")
-	}
-	if len(req.Records) == 0 {
-		return nil, producerFields{}, api.Errorf(api.CodeInvalidRequest, `body has no "records"`)
-	}
-	out := make([]pendingRecord, len(req.Records))
-	for i := range req.Records {
-		pr, err := convertRecord(&req.Records[i], i)
-		if err != nil {
-			return nil, producerFields{}, err
+	s.object(func(key []byte) {
+		switch string(key) {
+		case "records":
+			if s.peek() == 'n' {
+				s.literal("null")
+				return
+			}
+			if !s.expect('[') {
+				return
+			}
+			s.ws()
+			if s.peek() == ']' {
+				s.pos++
+				return
+			}
+			for s.err == nil {
+				recs = append(recs, s.record(len(recs)))
+				s.ws()
+				if s.peek() == ',' {
+					s.pos++
+					s.ws()
+					continue
+				}
+				s.expect(']')
+				return
+			}
+		case "producer_id":
+			pf.id = intInto("producer_id", 0, 1<<62)
+		case "producer_epoch":
+			e := int16(*intInto("producer_epoch", 0, 1<<15-1))
+			pf.epoch = &e
+		case "sequences":
+			v := s.value(0)
+			if s.err == nil && json.Unmarshal(v, &pf.sequences) != nil {
+				s.err = api.Errorf(api.CodeInvalidRequest, `"sequences" must map partition numbers to integers`)
+			}
+		default:
+			s.value(0)
 		}
-		out[i] = pr
+	})
+	s.end()
+	if s.err != nil {
+		return nil, pf, s.err
 	}
-	return out, producerFields{id: req.ProducerID, epoch: req.ProducerEpoch, sequences: req.Sequences}, nil
+	if len(recs) == 0 {
+		return nil, pf, api.Errorf(api.CodeInvalidRequest, `body has no "records"`)
+	}
+	return recs, pf, nil
 }
 
 // parseNDJSON reads one record object per line; blank lines are skipped.
@@ -78,17 +111,14 @@ func parseNDJSON(body []byte) ([]pendingRecord, error) {
 		} else {
 			l, body = body, nil
 		}
-		l = bytes.TrimSpace(l)
-		if len(l) == 0 {
+		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		var rec api.ProduceRecord
-		if err := json.Unmarshal(l, &rec); err != nil {
-			return nil, api.Errorf(api.CodeInvalidRecord, "line %d is not a JSON record object: %v", line, err)
-		}
-		pr, err := convertRecord(&rec, len(out))
-		if err != nil {
-			return nil, err
+		s := &scanner{b: l}
+		pr := s.record(len(out))
+		s.end()
+		if s.err != nil {
+			return nil, api.Errorf(api.CodeInvalidRecord, "line %d: %s", line, api.Classify(s.err).Message)
 		}
 		out = append(out, pr)
 	}
@@ -96,78 +126,6 @@ func parseNDJSON(body []byte) ([]pendingRecord, error) {
 		return nil, api.Errorf(api.CodeInvalidRequest, "body has no records")
 	}
 	return out, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || string(raw) == "null"
-}
-
-// convertRecord turns a JSON record into bytes: a string key is its UTF-8
-// bytes, any other JSON key its JSON text; a value is its JSON text; *_b64
-// fields carry raw bytes.
-func convertRecord(rec *api.ProduceRecord, i int) (pendingRecord, error) {
-	pr := pendingRecord{partition: -1, timestamp: rec.Timestamp}
-	if rec.Partition != nil {
-		pr.partition = *rec.Partition
-		if pr.partition < 0 {
-			return pr, api.Errorf(api.CodeInvalidRecord, "record %d: partition %d is negative", i, pr.partition)
-		}
-	}
-	if rec.Timestamp < 0 {
-		return pr, api.Errorf(api.CodeInvalidRecord, "record %d: negative timestamp", i)
-	}
-	switch {
-	case rec.KeyB64 != nil:
-		k, err := base64.StdEncoding.DecodeString(*rec.KeyB64)
-		if err != nil {
-			return pr, api.Errorf(api.CodeInvalidRecord, "record %d: key_b64 is not base64: %v", i, err)
-		}
-		pr.key = k
-	case isNull(rec.Key):
-	case rec.Key[0] == '"':
-		var s string
-		if err := json.Unmarshal(rec.Key, &s); err != nil {
-			return pr, api.Errorf(api.CodeInvalidRecord, "record %d: bad key: %v", i, err)
-		}
-		pr.key = []byte(s)
-	default:
-		pr.key = compactJSON(rec.Key)
-	}
-	switch {
-	case rec.ValueB64 != nil:
-		v, err := base64.StdEncoding.DecodeString(*rec.ValueB64)
-		if err != nil {
-			return pr, api.Errorf(api.CodeInvalidRecord, "record %d: value_b64 is not base64: %v", i, err)
-		}
-		pr.value = v
-	case isNull(rec.Value):
-	default:
-		pr.value = compactJSON(rec.Value)
-	}
-	if len(rec.Headers) > 0 {
-		keys := make([]string, 0, len(rec.Headers))
-		for k := range rec.Headers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			pr.headers = append(pr.headers, api.Header{Key: k, Value: []byte(rec.Headers[k])})
-		}
-	}
-	return pr, nil
-}
-
-// compactJSON drops insignificant white space, so a value comes back the way
-// any JSON encoder would write it, whatever the producer's indentation.
-func compactJSON(raw json.RawMessage) []byte {
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
-		return raw
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return raw
-	}
-	return b.Bytes()
 }
 
 // size is what max.message.bytes limits: key, value and headers.

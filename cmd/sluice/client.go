@@ -8,4 +8,3 @@ import (
 func runTopics(ctx context.Context, args []string) error  { return errors.New("not built yet") }
 func runProduce(ctx context.Context, args []string) error { return errors.New("not built yet") }
 func runConsume(ctx context.Context, args []string) error { return errors.New("not built yet") }
-func runBench(ctx context.Context, args []string) error   { return errors.New("not built yet") }

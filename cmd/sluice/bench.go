@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice"
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/gateway"
+)
+
+// benchConfig is what one bench run drives.
+type benchConfig struct {
+	url         string
+	topic       string
+	partitions  int
+	connections int
+	batch       int
+	size        int
+	duration    time.Duration
+	acks        string
+	baseline    bool
+	raw         bool
+	configs     map[string]string
+}
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
+		return errors.New("usage: sluice bench produce|consume [flags]")
+	}
+	mode := args[0]
+	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)
+	var c benchConfig
+	fs.StringVar(&c.url, "url", "", "gateway base URL; empty starts an embedded one-broker cluster in a temporary directory")
+	fs.StringVar(&c.topic, "topic", "bench", "topic (created if missing)")
+	fs.IntVar(&c.partitions, "partitions", 8, "partitions of a created topic")
+	fs.IntVar(&c.connections, "connections", 8, "concurrent HTTP connections")
+	fs.IntVar(&c.batch, "batch", 1000, "records per request")
+	fs.IntVar(&c.size, "size", 100, "bytes per record value")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to produce")
+	fs.StringVar(&c.acks, "acks", "1", "acks for produce: 0, 1 or all")
+	fs.BoolVar(&c.baseline, "baseline", true, "produce: also run the same load against a plain net/http server that only appends bodies to a file (the ceiling), in this process")
+	c.configs = map[string]string{}
+	fs.Func("config", "topic config key=value for a created topic (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return errors.New("want key=value")
+		}
+		c.configs[k] = val
+		return nil
+	})
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
+	fs.BoolVar(&c.raw, "raw", false, "consume: read raw batches (/batches) instead of decoded JSON records")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if c.size < 2 || c.batch < 1 || c.connections < 1 {
+		return errors.New("--size must be >= 2, --batch and --connections >= 1")
+	}
+	if c.url == "" {
+		url, stop, err := startEmbedded()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		c.url = url
+	}
+	if err := ensureTopic(c.url, c.topic, c.partitions, c.configs); err != nil {
+		return err
+	}
+	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s, acks=%s\n", mode, c.connections, c.batch, c.size, c.duration, c.acks)
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	if mode == "consume" {
+		res, err := benchConsume(ctx, c)
+		if err != nil {
+			return err
+		}
+		res.print("sluice")
+		return nil
+	}
+	body := ndjsonBody(c.batch, c.size)
+	var base benchResult
+	if c.baseline {
+		url, stop, err := startAppendServer()
+		if err != nil {
+			return err
+		}
+		base, err = benchProduce(ctx, c, url+"/append", body)
+		stop()
+		if err != nil {
+			return err
+		}
+		base.print("baseline")
+	}
+	res, err := benchProduce(ctx, c, c.url+"/v1/topics/"+c.topic+"/records?acks="+c.acks, body)
+	if err != nil {
+		return err
+	}
+	res.print("sluice")
+	if c.baseline && base.recordsPerSec > 0 {
+		fmt.Printf("ratio sluice/baseline: %.2f\n", res.recordsPerSec/base.recordsPerSec)
+	}
+	return nil
+}
+
+// ndjsonBody builds one produce body: batch lines {"value":"xxx..."} whose
+// stored value (the JSON string with its quotes) is exactly size bytes.
+func ndjsonBody(batch, size int) []byte {
+	var b bytes.Buffer
+	val := strings.Repeat("x", size-2)
+	for i := 0; i < batch; i++ {
+		b.WriteString(`{"value":"`)
+		b.WriteString(val)
+		b.WriteString("\"}\n")
+	}
+	return b.Bytes()
+}
+
+type benchResult struct {
+	records       int64
+	bytes         int64
+	requests      int64
+	elapsed       time.Duration
+	recordsPerSec float64
+	latencies     []time.Duration
+}
+
+func (r *benchResult) finish() {
+	r.recordsPerSec = float64(r.records) / r.elapsed.Seconds()
+	sort.Slice(r.latencies, func(i, j int) bool { return r.latencies[i] < r.latencies[j] })
+}
+
+func (r *benchResult) pct(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
+}
+
+func (r *benchResult) print(name string) {
+	fmt.Printf("%-10s %12.0f %10.1f %10.0f %10s %10s\n", name, r.recordsPerSec,
+		float64(r.bytes)/r.elapsed.Seconds()/1e6, float64(r.requests)/r.elapsed.Seconds(),
+		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond))
+}
+
+func benchClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, DisableCompression: true,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	}}
+}
+
+// benchProduce posts body from c.connections goroutines for c.duration.
+func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (benchResult, error) {
+	client := benchClient(c.connections)
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		res      benchResult
+		firstErr atomic.Pointer[error]
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for i := 0; i < c.connections; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			var n int64
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-ndjson")
+				resp, err := client.Do(req)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err := fmt.Errorf("%s answered %d", url, resp.StatusCode)
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				lat = append(lat, time.Since(t0))
+				n++
+			}
+			mu.Lock()
+			res.latencies = append(res.latencies, lat...)
+			res.requests += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if p := firstErr.Load(); p != nil {
+		return res, *p
+	}
+	res.records = res.requests * int64(c.batch)
+	res.bytes = res.records * int64(c.size)
+	res.finish()
+	return res, nil
+}
+
+// benchConsume reads every partition from the earliest offset to the HW seen
+// at the start, one goroutine per partition (at most c.connections at once).
+func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
+	var t api.Topic
+	if err := getJSON(c.url+"/v1/topics/"+c.topic, &t); err != nil {
+		return benchResult{}, err
+	}
+	client := benchClient(c.connections)
+	defer client.CloseIdleConnections()
+	var (
+		mu  sync.Mutex
+		res benchResult
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, c.connections)
+		ers []error
+	)
+	start := time.Now()
+	for _, p := range t.Partitions {
+		wg.Add(1)
+		go func(p api.PartitionInfo) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			next := p.LogStartOffset
+			for next < p.HighWatermark && ctx.Err() == nil {
+				t0 := time.Now()
+				route := "records?max_records=10000&max_bytes=4194304"
+				if c.raw {
+					route = "batches?max_bytes=4194304"
+				}
+				resp, err := client.Get(fmt.Sprintf("%s/v1/topics/%s/partitions/%d/%s&offset=%d", c.url, c.topic, p.Partition, route, next))
+				if err != nil {
+					mu.Lock()
+					ers = append(ers, err)
+					mu.Unlock()
+					return
+				}
+				var n, nbytes int64
+				if c.raw {
+					b, _ := io.ReadAll(resp.Body)
+					nbytes = int64(len(b))
+					var last int64
+					_, _ = api.ScanBatches(b, false, func(h api.BatchHeader, _ []byte) error {
+						n += h.NextOffset() - max(h.BaseOffset, next)
+						last = h.NextOffset()
+						return nil
+					})
+					next = max(next, last)
+				} else {
+					var fr api.FetchResponse
+					_ = json.NewDecoder(resp.Body).Decode(&fr)
+					n = int64(len(fr.Records))
+					for _, r := range fr.Records {
+						nbytes += int64(len(r.Value))
+					}
+					next = fr.NextOffset
+				}
+				resp.Body.Close()
+				if n == 0 {
+					break
+				}
+				mu.Lock()
+				res.records += n
+				res.bytes += nbytes
+				res.requests++
+				res.latencies = append(res.latencies, time.Since(t0))
+				mu.Unlock()
+			}
+		}(p)
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.finish()
+	return res, errors.Join(ers...)
+}
+
+func getJSON(url string, out any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return api.ReadError(resp)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func ensureTopic(base, topic string, partitions int, configs map[string]string) error {
+	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, Configs: configs})
+	resp, err := http.Post(base+"/v1/topics", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict {
+		return nil
+	}
+	return api.ReadError(resp)
+}
+
+// startEmbedded runs a one-broker cluster in this process on a temporary
+// directory, for benchmarking without a separate server.
+func startEmbedded() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := coord.NewMemStore(coord.MemOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := broker.New(broker.Options{ID: 1, DataDir: filepath.Join(dir, "broker-1"), Coord: store.Session(), Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		return "", nil, err
+	}
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	gw.Start()
+	url := "http://" + gw.Addr()
+	for i := 0; i < 500; i++ {
+		if resp, err := http.Get(url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return url, func() {
+		gw.Close()
+		b.Close()
+		store.Close()
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// startAppendServer is the ceiling: a plain net/http server whose handler only
+// appends each body to one file.
+func startAppendServer() (string, func(), error) {
+	f, err := os.CreateTemp("", "sluice-bench-append-")
+	if err != nil {
+		return "", nil, err
+	}
+	var mu sync.Mutex
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		_, err = f.Write(body)
+		mu.Unlock()
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		srv.Close()
+		f.Close()
+		os.Remove(f.Name())
+	}, nil
+}
