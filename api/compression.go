@@ -283,25 +283,24 @@ func gzipSizeHint(src []byte) int {
 func readCapped(r io.Reader, hint int) ([]byte, error) {
 	buf := make([]byte, 0, max(512, min(hint, MaxUncompressedBatchSize+1)))
 	for {
+		if len(buf) > MaxUncompressedBatchSize {
+			return nil, errTooLarge
+		}
 		if len(buf) == cap(buf) {
-			if len(buf) > MaxUncompressedBatchSize {
-				return nil, errTooLarge
-			}
 			buf = append(buf, 0)[:len(buf)] // let append pick the growth
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), MaxUncompressedBatchSize+1)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			break
+			if len(buf) > MaxUncompressedBatchSize {
+				return nil, errTooLarge
+			}
+			return buf, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	if len(buf) > MaxUncompressedBatchSize {
-		return nil, errTooLarge
-	}
-	return buf, nil
 }
 
 // xerialMagic starts a snappy stream framed the way Kafka's Java producer writes

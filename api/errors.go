@@ -73,7 +73,7 @@ var table = map[Code]Spec{
 	CodeUnknownTopic:          {404, false, "the topic does not exist"},
 	CodeUnknownPartition:      {404, false, "the partition does not exist"},
 	CodeTopicAlreadyExists:    {409, false, "a topic with this name exists"},
-	CodeOffsetOutOfRange:      {416, false, "the offset is outside [log_start_offset, high_watermark]"},
+	CodeOffsetOutOfRange:      {416, false, "the offset is outside [log_start_offset, log_end_offset]"},
 	CodeNotLeader:             {503, true, "this broker is not the partition's leader"},
 	CodeLeaderNotAvailable:    {503, true, "the partition has no leader right now"},
 	CodeFencedLeaderEpoch:     {409, true, "the request carries an older leader epoch than the replica's"},

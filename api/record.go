@@ -406,7 +406,18 @@ func (r *fieldReader) byte(field string) byte {
 	return c
 }
 
+// varlong and varint handle the one-byte encoding, which most lengths and deltas
+// in a batch use, small enough to be inlined; longer ones take the slow path.
+
 func (r *fieldReader) varlong(field string) int64 {
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return int64(b[0]>>1) ^ -int64(b[0]&1)
+	}
+	return r.varlongSlow(field)
+}
+
+func (r *fieldReader) varlongSlow(field string) int64 {
 	v, n := readVarlong(r.b)
 	if n == 0 {
 		r.fail(field)
@@ -417,6 +428,14 @@ func (r *fieldReader) varlong(field string) int64 {
 }
 
 func (r *fieldReader) varint(field string) int32 {
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return int32(b[0]>>1) ^ -int32(b[0]&1)
+	}
+	return r.varintSlow(field)
+}
+
+func (r *fieldReader) varintSlow(field string) int32 {
 	v, n := readVarlong(r.b)
 	if n == 0 || n > maxVarintLen32 || v < math.MinInt32 || v > math.MaxInt32 {
 		r.fail(field)

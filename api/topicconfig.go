@@ -39,7 +39,7 @@ type TopicConfig struct {
 	MaxMessageBytes    int           // max.message.bytes: the largest record (key+value+headers); default 1,000,000.
 	MinInsyncReplicas  int           // min.insync.replicas; default 2 when RF >= 3, else 1.
 	FlushMessages      int64         // flush.messages; 0 (default) means no count-based fsync.
-	FlushInterval      time.Duration // flush.ms; default 1000; -1 means no time-based fsync.
+	FlushInterval      time.Duration // flush.ms; default 1000; 0 or -1 means no time-based fsync.
 	Compression        Compression   // compression.type: the codec gateways use for this topic's batches; default none.
 	UncleanElection    bool          // unclean.leader.election.enable; default false.
 	IndexIntervalBytes int64         // index.interval.bytes; default 4096.
@@ -108,7 +108,7 @@ var configSpecs = map[string]configSpec{
 			c.FlushInterval = -1
 		}
 		return err
-	}, "fsync at most this long after an append (-1: not by time)"},
+	}, "fsync at most this long after an append (0 or -1: not by time)"},
 	ConfigCleanupPolicy: {"delete", func(c *TopicConfig, v string) error {
 		if v != "delete" {
 			return fmt.Errorf("only \"delete\" is supported")

@@ -85,8 +85,9 @@ func New(opts Options) (*Gateway, error) {
 	g.srv = &http.Server{
 		Handler:           g.Routes(),
 		ReadHeaderTimeout: 10 * time.Second,
-		// Bodies are bounded by MaxBodyBytes; long polls and WebSockets set
-		// their own per-request deadlines.
+		// Bodies are bounded by MaxBodyBytes. No WriteTimeout: long polls are
+		// bounded by max_wait_ms (30 s at most) and WebSockets by their
+		// per-frame write deadline.
 		ReadTimeout:    2 * time.Minute,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -83,7 +84,11 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 	}
 	start := s.pos
 	for s.pos < len(s.b) {
-		// Plain characters are the common case: skip them in a tight loop.
+		// Plain characters are the common case: skip them eight at a time,
+		// then one at a time up to the special byte.
+		for s.pos+8 <= len(s.b) && !hasSpecial8(binary.LittleEndian.Uint64(s.b[s.pos:])) {
+			s.pos += 8
+		}
 		for s.pos < len(s.b) && !strSpecial[s.b[s.pos]] {
 			s.pos++
 		}
@@ -130,6 +135,20 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 	}
 	s.fail("unterminated string")
 	return nil, false
+}
+
+// hasSpecial8 reports whether any of the eight bytes in x is a quote, a
+// backslash or a control character (below 0x20), with the classic
+// "has zero byte" bit trick: (v - 0x01..) & ^v & 0x80.. is non-zero exactly
+// when some byte of v is zero.
+func hasSpecial8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := x ^ (ones * '"')
+	slash := x ^ (ones * '\\')
+	// A byte below 0x20: subtracting 0x20 borrows into its high bit, and the
+	// byte's own high bit was clear.
+	ctl := (x - ones*0x20) & ^x
+	return ((quote-ones)&^quote|(slash-ones)&^slash|ctl)&highs != 0
 }
 
 // strSpecial marks the bytes that end a run of plain string characters.
@@ -351,8 +370,16 @@ func (s *scanner) record(i int) pendingRecord {
 		case "value_b64":
 			valueB64, haveValueB64 = s.b64Field()
 		case "partition":
+			if s.peek() == 'n' {
+				s.literal("null")
+				return
+			}
 			pr.partition = int32(s.intField("partition", 0, 1<<31-1))
 		case "timestamp":
+			if s.peek() == 'n' {
+				s.literal("null")
+				return
+			}
 			pr.timestamp = s.intField("timestamp", 0, 1<<62)
 		case "headers":
 			v := s.value(0)

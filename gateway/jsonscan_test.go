@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -170,5 +171,24 @@ func compareScan(t *testing.T, line []byte) {
 	}
 	if !reflect.DeepEqual(normalize(got), normalize(want)) {
 		t.Fatalf("%q:\nscanner   %+v\nreference %+v", line, got, want)
+	}
+}
+
+func TestHasSpecial8(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		want := c < 0x20 || c == '"' || c == '\\'
+		for pos := 0; pos < 8; pos++ {
+			b := []byte("abcdefgh")
+			// Neighbours that are high bytes must not trigger a false positive.
+			for i := range b {
+				if i != pos {
+					b[i] = byte(0x80 + i*7)
+				}
+			}
+			b[pos] = byte(c)
+			if got := hasSpecial8(binary.LittleEndian.Uint64(b)); got != want {
+				t.Fatalf("byte %#x at %d: %v, want %v", c, pos, got, want)
+			}
+		}
 	}
 }

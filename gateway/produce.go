@@ -26,9 +26,14 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
 		return
 	}
+	if tm.Partitions() == 0 {
+		api.WriteError(w, api.Errorf(api.CodeInternal, "topic %q has no partitions in its record", topic))
+		return
+	}
 	cfg, err := api.ParseTopicConfig(tm.Record.Configs, len(tm.Record.Replicas[0]))
 	if err != nil {
-		api.WriteError(w, err)
+		// The controller validated it at creation: this is the server's fault.
+		api.WriteError(w, api.Errorf(api.CodeInternal, "topic %q has an unusable stored config: %v", topic, err))
 		return
 	}
 	q := r.URL.Query()

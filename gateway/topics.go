@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"sync"
@@ -40,6 +41,11 @@ func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			api.WriteError(w, api.Errorf(api.CodeRequestTooLarge, "a topic body is at most 1 MiB"))
+			return
+		}
 		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "body is not a topic: %v", err))
 		return
 	}

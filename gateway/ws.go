@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -142,7 +141,13 @@ func (s *wsStream) stream(ctx context.Context) error {
 	}
 }
 
+// wsFetchTimeout bounds one poll, retries included, so a failure that keeps
+// being retriable ends the stream with its error instead of spinning.
+const wsFetchTimeout = wsPollWait + 30*time.Second
+
 func (s *wsStream) sendRecords(ctx context.Context, offset int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wsFetchTimeout)
+	defer cancel()
 	fp := s.fp
 	fp.maxRecords = int(min(s.credit.Load(), wsMaxFrameRecs))
 	fp.wait = wsPollWait
@@ -162,6 +167,8 @@ func (s *wsStream) sendRecords(ctx context.Context, offset int64) (int64, error)
 }
 
 func (s *wsStream) sendBatches(ctx context.Context, offset int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wsFetchTimeout)
+	defer cancel()
 	fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
 		Offset: offset, MaxBytes: s.fp.maxBytes, MaxWait: wsPollWait, LeaderEpoch: -1,
 	})
@@ -209,5 +216,3 @@ func (s *wsStream) fail(e *api.Error) {
 	_ = s.conn.Write(ctx, websocket.MessageText, b)
 	s.conn.Close(websocket.StatusCode(4000+spec.Status), string(e.Code))
 }
-
-var _ = strconv.Itoa
