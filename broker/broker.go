@@ -131,6 +131,9 @@ func New(opts Options) (*Broker, error) {
 	return b, nil
 }
 
+// Handler is the internal API's handler (the server serves it on Addr).
+func (b *Broker) Handler() http.Handler { return b.srv.Handler }
+
 // Addr is the address other nodes use to reach this broker.
 func (b *Broker) Addr() string { return b.opts.AdvertisedAddr }
 
