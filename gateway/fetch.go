@@ -189,21 +189,31 @@ func toFetched(r *api.Record) api.FetchedRecord {
 	return fr
 }
 
+// startFetch parses a fetch request and resolves its offset. The context
+// bounds the whole request: the long poll plus 30 s for retries.
+func (g *Gateway) startFetch(r *http.Request) (context.Context, context.CancelFunc, fetchParams, int64, error) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		return nil, nil, fp, 0, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
+	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
+	if err != nil {
+		cancel()
+		return nil, nil, fp, 0, err
+	}
+	return ctx, cancel, fp, offset, nil
+}
+
 // handleFetchRecords is GET .../records: decoded records as JSON, long-polling
 // up to max_wait_ms when there is nothing new.
 func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
-	fp, err := g.parseFetchParams(r)
+	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
 	defer cancel()
-	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
 	res, err := g.fetchRecords(ctx, fp, offset)
 	if err != nil {
 		api.WriteError(w, err)
@@ -215,18 +225,12 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 // handleFetchBatches is GET .../batches: raw RecordBatch v2 bytes relayed from
 // the leader (which sent them with sendfile) without decoding.
 func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
-	fp, err := g.parseFetchParams(r)
+	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
 	defer cancel()
-	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
 	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
 		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
 	})

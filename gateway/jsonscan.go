@@ -230,45 +230,15 @@ func (s *scanner) value(depth int) []byte {
 	case c == '"':
 		s.str()
 	case c == '{':
-		s.pos++
-		s.innerWS()
-		if s.peek() == '}' {
-			s.pos++
-			break
-		}
-		for s.err == nil {
+		s.list('}', func() {
 			s.str()
 			s.innerWS()
 			s.expect(':')
 			s.innerWS()
 			s.value(depth + 1)
-			s.innerWS()
-			if s.peek() == ',' {
-				s.pos++
-				s.innerWS()
-				continue
-			}
-			s.expect('}')
-			break
-		}
+		})
 	case c == '[':
-		s.pos++
-		s.innerWS()
-		if s.peek() == ']' {
-			s.pos++
-			break
-		}
-		for s.err == nil {
-			s.value(depth + 1)
-			s.innerWS()
-			if s.peek() == ',' {
-				s.pos++
-				s.innerWS()
-				continue
-			}
-			s.expect(']')
-			break
-		}
+		s.list(']', func() { s.value(depth + 1) })
 	case c == 't':
 		s.literal("true")
 	case c == 'f':
@@ -286,6 +256,27 @@ func (s *scanner) value(depth int) []byte {
 		return nil
 	}
 	return s.b[start:s.pos]
+}
+
+// list scans the comma-separated items of an object or array whose opening
+// byte is at the cursor, up to the closing byte.
+func (s *scanner) list(closing byte, item func()) {
+	s.pos++
+	s.innerWS()
+	if s.peek() == closing {
+		s.pos++
+		return
+	}
+	for s.err == nil {
+		item()
+		s.innerWS()
+		if s.peek() != ',' {
+			s.expect(closing)
+			return
+		}
+		s.pos++
+		s.innerWS()
+	}
 }
 
 // fieldValue skips a value and returns it compacted.
@@ -370,17 +361,11 @@ func (s *scanner) record(i int) pendingRecord {
 		case "value_b64":
 			valueB64, haveValueB64 = s.b64Field()
 		case "partition":
-			if s.peek() == 'n' {
-				s.literal("null")
-				return
+			if n, ok := s.optionalInt("partition", 0, 1<<31-1); ok {
+				pr.partition = int32(n)
 			}
-			pr.partition = int32(s.intField("partition", 0, 1<<31-1))
 		case "timestamp":
-			if s.peek() == 'n' {
-				s.literal("null")
-				return
-			}
-			pr.timestamp = s.intField("timestamp", 0, 1<<62)
+			pr.timestamp, _ = s.optionalInt("timestamp", 0, 1<<62)
 		case "headers":
 			v := s.value(0)
 			if s.err == nil && string(v) != "null" {
@@ -448,6 +433,15 @@ func (s *scanner) intField(name string, lo, hi int64) int64 {
 		return 0
 	}
 	return n
+}
+
+// optionalInt reads an integer field where null means absent (ok false).
+func (s *scanner) optionalInt(name string, lo, hi int64) (int64, bool) {
+	if s.peek() == 'n' {
+		s.literal("null")
+		return 0, false
+	}
+	return s.intField(name, lo, hi), s.err == nil
 }
 
 // unquote turns a JSON string literal (with quotes) into its bytes.

@@ -56,25 +56,11 @@ func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
 				s.literal("null")
 				return
 			}
-			if !s.expect('[') {
+			if s.peek() != '[' {
+				s.expect('[')
 				return
 			}
-			s.ws()
-			if s.peek() == ']' {
-				s.pos++
-				return
-			}
-			for s.err == nil {
-				recs = append(recs, s.record(len(recs)))
-				s.ws()
-				if s.peek() == ',' {
-					s.pos++
-					s.ws()
-					continue
-				}
-				s.expect(']')
-				return
-			}
+			s.list(']', func() { recs = append(recs, s.record(len(recs))) })
 		case "producer_id":
 			pf.id = intInto("producer_id", 0, 1<<62)
 		case "producer_epoch":

@@ -34,6 +34,19 @@ func retriableAdmin(err error) bool {
 	return brokerapi.NotSent(err) || code == api.CodeNotController
 }
 
+// callController runs call against the current controller, following
+// controller changes until ctx ends.
+func (g *Gateway) callController(ctx context.Context, call func(addr string) error) error {
+	_, err := retry(ctx, retriableAdmin, func() (struct{}, error) {
+		addr, err := g.controllerAddr()
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, call(addr)
+	})
+	return err
+}
+
 // handleCreateTopic is POST /v1/topics. It answers once every partition's
 // leader has opened its log, so a produce right after it succeeds.
 func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
@@ -65,13 +78,7 @@ func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	_, err := retry(ctx, retriableAdmin, func() (struct{}, error) {
-		addr, err := g.controllerAddr()
-		if err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, g.brokers.CreateTopic(ctx, addr, req)
-	})
+	err := g.callController(ctx, func(addr string) error { return g.brokers.CreateTopic(ctx, addr, req) })
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -205,13 +212,7 @@ func (g *Gateway) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	_, err := retry(ctx, retriableAdmin, func() (struct{}, error) {
-		addr, err := g.controllerAddr()
-		if err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, g.brokers.DeleteTopic(ctx, addr, name)
-	})
+	err := g.callController(ctx, func(addr string) error { return g.brokers.DeleteTopic(ctx, addr, name) })
 	if err != nil {
 		api.WriteError(w, err)
 		return

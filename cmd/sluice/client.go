@@ -228,4 +228,3 @@ func runConsume(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
