@@ -294,19 +294,20 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 	var keyCache [headerKeyCacheSize]string
 	logAppendTime := h.LogAppendTime()
 
+	all := fieldReader{b: data}
 	for i := 0; i < count; i++ {
-		rd := fieldReader{b: data}
-		length := rd.varint("length")
-		if rd.bad == "" && (length < 0 || int(length) > len(rd.b)) {
-			return nil, corruptRecord(h, i, "length %d overruns the %d bytes left", length, len(rd.b))
+		length := all.varint("length")
+		if all.bad != "" {
+			return nil, corruptRecord(h, i, "malformed %s", all.bad)
 		}
-		if rd.bad != "" {
-			return nil, corruptRecord(h, i, "malformed %s", rd.bad)
+		if length < 0 || int(length) > all.left() {
+			return nil, corruptRecord(h, i, "length %d overruns the %d bytes left", length, all.left())
 		}
-		data = rd.b[length:]
-		rd.b = rd.b[:length]
+		end := all.off + int(length)
+		rd := fieldReader{b: data[:end], off: all.off}
+		all.off = end
 
-		rd.byte("attributes")
+		rd.byte("attributes") // no record-level attributes are defined
 		tsDelta := rd.varlong("timestampDelta")
 		offsetDelta := rd.varint("offsetDelta")
 		key := rd.nullableBytes("key")
@@ -315,13 +316,13 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 		if rd.bad != "" {
 			return nil, corruptRecord(h, i, "malformed %s", rd.bad)
 		}
-		if nh < 0 || int(nh) > len(rd.b)/minHeaderSize {
-			return nil, corruptRecord(h, i, "header count %d does not fit the %d bytes left", nh, len(rd.b))
+		if nh < 0 || int(nh) > rd.left()/minHeaderSize {
+			return nil, corruptRecord(h, i, "header count %d does not fit the %d bytes left", nh, rd.left())
 		}
 		if nh > 0 && hdrs == nil {
 			// Guess every record has as many headers as the first that has any,
-			// bounded by what the remaining bytes can hold.
-			hdrs = make([]Header, 0, min(int(nh)*(count-i), (len(rd.b)+len(data))/minHeaderSize))
+			// bounded by how many headers the remaining bytes could hold.
+			hdrs = make([]Header, 0, min(int(nh)*(count-i), (len(data)-rd.off)/minHeaderSize))
 		}
 		first := len(hdrs)
 		for j := 0; j < int(nh); j++ {
@@ -341,28 +342,28 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 			}
 			hdrs = append(hdrs, Header{Key: k, Value: hv})
 		}
-		if len(rd.b) != 0 {
-			return nil, corruptRecord(h, i, "%d bytes left over inside the record", len(rd.b))
+		if rd.left() != 0 {
+			return nil, corruptRecord(h, i, "%d bytes left over inside the record", rd.left())
 		}
 
-		r := Record{
-			Offset:    h.BaseOffset + int64(offsetDelta),
-			Timestamp: h.BaseTimestamp + tsDelta,
-			Key:       key,
-			Value:     value,
-		}
+		// Filled in place: appending a whole Record would copy it with a bulk
+		// write barrier whenever a collection is running.
+		recs = append(recs, Record{})
+		r := &recs[len(recs)-1]
+		r.Offset = h.BaseOffset + int64(offsetDelta)
+		r.Timestamp = h.BaseTimestamp + tsDelta
 		if logAppendTime {
 			r.Timestamp = h.MaxTimestamp
 		}
+		r.Key, r.Value = key, value
 		if nh > 0 {
 			// Provisional: hdrs may still move when it grows; fixed up below.
 			r.Headers = hdrs[first:len(hdrs)]
 		}
-		recs = append(recs, r)
 	}
-	if len(data) != 0 {
+	if all.left() != 0 {
 		return nil, Errorf(CodeCorruptRecord, "batch at offset %d: %d bytes left over after its %d records",
-			h.BaseOffset, len(data), count)
+			h.BaseOffset, all.left(), count)
 	}
 	// Point every record's headers into the final backing array. The capacity is
 	// clipped so appending to one record's headers cannot overwrite the next's.
@@ -381,80 +382,89 @@ func corruptRecord(h *BatchHeader, i int, format string, args ...any) *Error {
 	return Errorf(CodeCorruptRecord, "batch at offset %d, record %d: %s", h.BaseOffset, i, fmt.Sprintf(format, args...))
 }
 
-// fieldReader reads the fields of one record from b, advancing past each. The
-// first field that does not parse sets bad to its name; every later read then
-// returns a zero value, so a run of reads needs one check at the end.
+// fieldReader reads fields from b starting at off, advancing past each. The
+// first field that does not parse sets bad to its name and moves off to the end,
+// so every later read fails too and a run of reads needs one check at the end.
+// It advances an index rather than reslicing b: the reader lives on the stack,
+// but the methods that are not inlined would otherwise store a pointer through
+// r on every field, and each such store pays a GC write barrier while a
+// collection runs.
 type fieldReader struct {
 	b   []byte
+	off int
 	bad string
 }
+
+func (r *fieldReader) left() int { return len(r.b) - r.off }
 
 func (r *fieldReader) fail(field string) {
 	if r.bad == "" {
 		r.bad = field
 	}
-	r.b = nil
+	r.off = len(r.b)
 }
 
 func (r *fieldReader) byte(field string) byte {
-	if len(r.b) == 0 {
+	if r.off >= len(r.b) {
 		r.fail(field)
 		return 0
 	}
-	c := r.b[0]
-	r.b = r.b[1:]
+	c := r.b[r.off]
+	r.off++
 	return c
 }
 
-// varlong and varint handle the one-byte encoding, which most lengths and deltas
-// in a batch use, small enough to be inlined; longer ones take the slow path.
+// varlong and varint take the one-byte encoding, which most lengths and deltas
+// in a batch use, without a call; longer ones go the slow way.
 
 func (r *fieldReader) varlong(field string) int64 {
-	if b := r.b; len(b) > 0 && b[0] < 0x80 {
-		r.b = b[1:]
-		return int64(b[0]>>1) ^ -int64(b[0]&1)
+	if r.off < len(r.b) {
+		if c := r.b[r.off]; c < 0x80 {
+			r.off++
+			return int64(c>>1) ^ -int64(c&1)
+		}
 	}
 	return r.varlongSlow(field)
 }
 
 func (r *fieldReader) varlongSlow(field string) int64 {
-	v, n := readVarlong(r.b)
+	v, n := readVarlong(r.b[r.off:])
 	if n == 0 {
 		r.fail(field)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.off += n
 	return v
 }
 
 func (r *fieldReader) varint(field string) int32 {
-	if b := r.b; len(b) > 0 && b[0] < 0x80 {
-		r.b = b[1:]
-		return int32(b[0]>>1) ^ -int32(b[0]&1)
+	if r.off < len(r.b) {
+		if c := r.b[r.off]; c < 0x80 {
+			r.off++
+			return int32(c>>1) ^ -int32(c&1)
+		}
 	}
 	return r.varintSlow(field)
 }
 
 func (r *fieldReader) varintSlow(field string) int32 {
-	v, n := readVarlong(r.b)
+	v, n := readVarlong(r.b[r.off:])
 	if n == 0 || n > maxVarintLen32 || v < math.MinInt32 || v > math.MaxInt32 {
 		r.fail(field)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.off += n
 	return int32(v)
 }
 
 // bytes reads a length-prefixed field that may not be null.
 func (r *fieldReader) bytes(field string) []byte {
 	n := r.varint(field)
-	if n < 0 || int(n) > len(r.b) {
+	if n < 0 || int(n) > r.left() {
 		r.fail(field)
 		return nil
 	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
+	return r.take(int(n))
 }
 
 // nullableBytes reads a length-prefixed field where length -1 is null (nil).
@@ -463,12 +473,18 @@ func (r *fieldReader) nullableBytes(field string) []byte {
 	if n == -1 {
 		return nil
 	}
-	if n < 0 || int(n) > len(r.b) {
+	if n < 0 || int(n) > r.left() {
 		r.fail(field)
 		return nil
 	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
+	return r.take(int(n))
+}
+
+// take returns the next n bytes, which the caller has checked are there, with
+// the capacity clipped so appending to them cannot overwrite what follows.
+func (r *fieldReader) take(n int) []byte {
+	v := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
 	return v
 }
 
@@ -482,10 +498,14 @@ const maxVarintLen64 = 10
 // number of bytes it took, or n == 0 if b does not start with a valid varint (too
 // short, or longer than ten bytes, or overflowing 64 bits).
 func readVarlong(b []byte) (v int64, n int) {
-	// Most lengths and deltas in a batch are below 64, a single byte.
+	// Most lengths and deltas in a batch take one or two bytes (below 8 KiB).
 	if len(b) > 0 && b[0] < 0x80 {
 		u := uint64(b[0])
 		return int64(u>>1) ^ -int64(u&1), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		u := uint64(b[0]&0x7f) | uint64(b[1])<<7
+		return int64(u>>1) ^ -int64(u&1), 2
 	}
 	var u uint64
 	for i := 0; i < len(b) && i < maxVarintLen64; i++ {

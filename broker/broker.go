@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
@@ -42,6 +43,19 @@ type Options struct {
 	RetentionCheckInterval time.Duration
 	// MaxRequestBytes bounds a produce body. Default 64 MiB.
 	MaxRequestBytes int64
+	// ReplicaLagTimeMax: a follower that has not caught up for this long
+	// leaves the ISR. Default 10 s (Kafka's replica.lag.time.max.ms is 30 s).
+	ReplicaLagTimeMax time.Duration
+	// SessionTimeout is the coordinator session timeout; a broker cut off from
+	// the coordinator this long stops acknowledging writes as leader, since
+	// the controller may have moved leadership. Default 6 s.
+	SessionTimeout time.Duration
+	// LeaderRebalanceInterval is how often the controller moves leadership
+	// back to preferred replicas. Default 10 s; negative turns it off.
+	LeaderRebalanceInterval time.Duration
+	// PeerAddresses overrides the registered address of other brokers when
+	// this one dials them (address translation, proxies). Default none.
+	PeerAddresses map[int32]string
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -68,20 +82,31 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ReplicaLagTimeMax == 0 {
+		o.ReplicaLagTimeMax = 10 * time.Second
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 6 * time.Second
+	}
+	if o.LeaderRebalanceInterval == 0 {
+		o.LeaderRebalanceInterval = 10 * time.Second
+	}
 	return nil
 }
 
 // Broker is one broker node.
 type Broker struct {
-	opts  Options
-	log   *slog.Logger
-	fs    commitlog.FS
-	osfs  *commitlog.OSFS // closed on Close when the broker opened it
-	view  *cluster.View
-	parts *manager
-	ctl   *controller
-	ln    net.Listener
-	srv   *http.Server
+	opts    Options
+	log     *slog.Logger
+	fs      commitlog.FS
+	osfs    *commitlog.OSFS // closed on Close when the broker opened it
+	view    *cluster.View
+	parts   *manager
+	ctl     *controller
+	ln      net.Listener
+	srv     *http.Server
+	peers   *brokerapi.Client
+	isrKick chan struct{} // cap 1: a leader partition may need an ISR change
 
 	registered atomic.Bool
 	cancel     context.CancelFunc
@@ -116,8 +141,18 @@ func New(opts Options) (*Broker, error) {
 		b.opts.AdvertisedAddr = b.ln.Addr().String()
 	}
 	b.view = cluster.NewView(opts.Coord, b.log)
-	b.parts = newManager(opts.ID, b.fs, b.log)
-	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log}
+	b.peers = brokerapi.NewClient()
+	b.isrKick = make(chan struct{}, 1)
+	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
+		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
+		kickISR: func() {
+			select {
+			case b.isrKick <- struct{}{}:
+			default:
+			}
+		},
+	})
+	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log, rebalanceEvery: opts.LeaderRebalanceInterval}
 	b.srv = &http.Server{
 		Handler:           b.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -133,6 +168,15 @@ func New(opts Options) (*Broker, error) {
 
 // Handler is the internal API's handler (the server serves it on Addr).
 func (b *Broker) Handler() http.Handler { return b.srv.Handler }
+
+// peerAddr is the address to dial broker id at: an override, else its registration.
+func (b *Broker) peerAddr(id int32) (string, bool) {
+	if a, ok := b.opts.PeerAddresses[id]; ok {
+		return a, true
+	}
+	reg, ok := b.view.Current().Brokers[id]
+	return reg.Address, ok
+}
 
 // Addr is the address other nodes use to reach this broker.
 func (b *Broker) Addr() string { return b.opts.AdvertisedAddr }
@@ -161,6 +205,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goFunc(func() { b.reconcileLoop(runCtx) })
 	b.goFunc(func() { b.ctl.run(runCtx) })
 	b.goFunc(func() { b.retentionLoop(runCtx) })
+	b.goFunc(func() { b.isrLoop(runCtx) })
+	b.goFunc(func() { b.sessionLoop(runCtx) })
 	select {
 	case <-b.view.Loaded():
 		return nil
@@ -287,6 +333,7 @@ func (b *Broker) Close() error {
 		b.view.Close()
 		b.wg.Wait()
 		err = b.parts.closeAll()
+		b.peers.Close()
 		b.closeFS()
 	})
 	return err

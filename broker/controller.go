@@ -29,6 +29,9 @@ type controller struct {
 	c    coord.Coordinator
 	view *cluster.View
 	log  *slog.Logger
+	// rebalanceEvery is how often leadership goes back to preferred replicas
+	// (negative: never).
+	rebalanceEvery time.Duration
 
 	mu           sync.Mutex // guards the fields below
 	active       bool
@@ -57,13 +60,18 @@ func (ctl *controller) run(ctx context.Context) {
 			ctl.setInactive()
 			continue
 		}
-		if won {
-			ctl.log.Info("became controller", "broker", ctl.self, "epoch", ctl.currentEpoch())
+		if !won {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			continue
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
+		ctl.log.Info("became controller", "broker", ctl.self, "epoch", ctl.currentEpoch())
+		// While in office, react to every metadata change: elect leaders for
+		// partitions whose leader died, drop dead followers from ISRs, and
+		// periodically move leadership back to preferred replicas.
+		ctl.serve(ctx, ch)
 		ctl.setInactive()
 	}
 }

@@ -9,8 +9,47 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
 )
+
+// requestEpoch reads the optional leader-epoch header (-1 when absent).
+func requestEpoch(r *http.Request) (int32, error) {
+	s := r.Header.Get(api.HeaderLeaderEpoch)
+	if s == "" {
+		return -1, nil
+	}
+	e, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, api.Errorf(api.CodeInvalidRequest, "bad %s header %q", api.HeaderLeaderEpoch, s)
+	}
+	return int32(e), nil
+}
+
+// handleEpochEnd answers OffsetsForLeaderEpoch for a follower about to truncate.
+func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
+	p, err := b.partitionFor(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	epoch, err := requestEpoch(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if err := p.checkLeader(epoch); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	asked, err := queryInt(r, "epoch", 0, 0, 1<<31-1)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	e, end := p.log.EndOffsetForEpoch(int32(asked))
+	writeJSON(w, http.StatusOK, brokerapi.EpochEndResult{Epoch: e, EndOffset: end})
+}
 
 // handleFetch serves raw batches from offset, long-polling up to max_wait_ms
 // until at least min_bytes are there. The batches go from the segment file to
@@ -23,20 +62,10 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	if _, err := p.leaderEpoch(); err != nil {
+	epoch, err := requestEpoch(r)
+	if err != nil {
 		api.WriteError(w, err)
 		return
-	}
-	if s := r.Header.Get(api.HeaderLeaderEpoch); s != "" {
-		e, perr := strconv.ParseInt(s, 10, 32)
-		if perr != nil {
-			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad %s header", api.HeaderLeaderEpoch))
-			return
-		}
-		if err := p.checkEpoch(int32(e)); err != nil {
-			api.WriteError(w, err)
-			return
-		}
 	}
 	offset, err := queryInt(r, "offset", 0, -1<<62, 1<<62)
 	if err != nil {
@@ -59,6 +88,16 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	replica, err := queryInt(r, "replica_id", 0, 0, 1<<31-1)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if replica > 0 {
+		// A follower's fetch offset is its log end: the leader's view of it.
+		err = p.onFollowerFetch(int32(replica), offset, epoch)
+	} else {
+		err = p.checkLeader(epoch)
+	}
 	if err != nil {
 		api.WriteError(w, err)
 		return

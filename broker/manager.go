@@ -30,13 +30,14 @@ type manager struct {
 	self int32
 	fs   commitlog.FS
 	log  *slog.Logger
+	deps *partitionDeps
 
 	mu    sync.RWMutex // guards parts
 	parts map[topicPartition]*Partition
 }
 
-func newManager(self int32, fsys commitlog.FS, log *slog.Logger) *manager {
-	return &manager{self: self, fs: fsys, log: log, parts: map[topicPartition]*Partition{}}
+func newManager(self int32, fsys commitlog.FS, log *slog.Logger, deps *partitionDeps) *manager {
+	return &manager{self: self, fs: fsys, log: log, deps: deps, parts: map[topicPartition]*Partition{}}
 }
 
 // get returns a local partition or the error a client should see.
@@ -102,7 +103,7 @@ func (m *manager) reconcile(md *cluster.Metadata) {
 			p := m.parts[tp]
 			m.mu.RUnlock()
 			if p == nil {
-				p, err = m.open(tp, t.Record.ID, cfg)
+				p, err = m.open(tp, t.Record.ID, cfg, replicas)
 				if err != nil {
 					m.log.Error("cannot open partition", "partition", partitionDir(name, int32(i)), "err", err)
 					continue
@@ -112,7 +113,7 @@ func (m *manager) reconcile(md *cluster.Metadata) {
 				m.mu.Unlock()
 			}
 			if t.StateVersions[i] >= 0 {
-				p.applyState(t.States[i])
+				p.applyState(t.States[i], t.StateVersions[i])
 			}
 		}
 	}
@@ -127,6 +128,7 @@ func (m *manager) reconcile(md *cluster.Metadata) {
 	m.mu.Unlock()
 	for _, p := range gone {
 		m.log.Info("deleting partition no longer assigned here", "partition", p.String())
+		p.stopRole()
 		if err := p.log.Delete(); err != nil {
 			m.log.Error("deleting partition", "partition", p.String(), "err", err)
 		}
@@ -142,7 +144,7 @@ func firstOr(r [][]int32) []int32 {
 
 // open opens (creating if needed) a partition's log, setting aside a log left
 // by an earlier topic of the same name.
-func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig) (*Partition, error) {
+func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, replicas []int32) (*Partition, error) {
 	dir := partitionDir(tp.topic, tp.id)
 	b, exists, err := commitlog.ReadFile(m.fs, dir, partitionMetaFile)
 	switch {
@@ -174,7 +176,14 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig) (
 		l.Close()
 		return nil, err
 	}
-	return newPartition(tp.topic, tp.id, m.self, l, cfg), nil
+	return newPartition(tp.topic, tp.id, l, cfg, replicas, m.deps), nil
+}
+
+// fenceAll stops every partition from acting until fresh states arrive.
+func (m *manager) fenceAll() {
+	for _, p := range m.all() {
+		p.fence()
+	}
 }
 
 // closeAll closes every partition's log (flushing it and marking it clean).
@@ -183,6 +192,7 @@ func (m *manager) closeAll() error {
 	defer m.mu.Unlock()
 	var errs []error
 	for tp, p := range m.parts {
+		p.stopRole()
 		if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/replica"
 )
 
 // Acks is how many replicas must have a batch before a produce is answered.
@@ -34,21 +37,51 @@ func ParseAcks(s string) (Acks, error) {
 	return 0, api.Errorf(api.CodeInvalidRequest, "acks=%q: want 0, 1 or all", s)
 }
 
+// partitionDeps is what partitions share with their broker.
+type partitionDeps struct {
+	self   int32
+	client *brokerapi.Client
+	log    *slog.Logger
+	// peerAddr resolves a broker ID to the address to dial (nil: unknown).
+	peerAddr func(id int32) (string, bool)
+	// kickISR asks the ISR loop to look at this broker's leader partitions now.
+	kickISR func()
+}
+
 // Partition is one partition replica on this broker: its log and the role the
-// controller gave it.
+// controller gave it. As leader it tracks its followers (replica.Progress)
+// and moves the HW; as follower it runs a replica.RunFollower loop.
 type Partition struct {
 	Topic string
 	ID    int32
-	self  int32
 	log   *commitlog.Log
 	cfg   api.TopicConfig
+	deps  *partitionDeps
 
-	mu    sync.RWMutex       // guards state
-	state api.PartitionState // the last state applied from the controller
+	mu           sync.Mutex         // guards the fields below
+	state        api.PartitionState // the last state applied
+	stateVersion int32              // its znode version
+	replicas     []int32
+	fenced       bool              // the broker lost its coordinator session: act on nothing until a fresh state arrives
+	progress     *replica.Progress // non-nil while leading
+	epochStart   int64             // log end when this leadership began
+	follow       *followerRun      // non-nil while following
 }
 
-func newPartition(topic string, id, self int32, log *commitlog.Log, cfg api.TopicConfig) *Partition {
-	return &Partition{Topic: topic, ID: id, self: self, log: log, cfg: cfg, state: api.PartitionState{Leader: -1, LeaderEpoch: -1}}
+// followerRun is one running replica.RunFollower goroutine; the partition owns it.
+type followerRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (f *followerRun) stop() {
+	f.cancel()
+	<-f.done
+}
+
+func newPartition(topic string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
+	return &Partition{Topic: topic, ID: id, log: log, cfg: cfg, deps: deps, replicas: replicas,
+		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1}
 }
 
 // Log is the partition's local log.
@@ -56,44 +89,111 @@ func (p *Partition) Log() *commitlog.Log { return p.log }
 
 func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.ID) }
 
-// applyState takes a new leader/ISR state from the controller. States with an
-// older leader epoch than the one applied are ignored.
-func (p *Partition) applyState(st api.PartitionState) {
+// applyState takes a state read from the coordinator. Older states (lower
+// epoch, or the same epoch at a lower znode version) are ignored. A new
+// leader or epoch changes the role; the same leadership with another ISR only
+// updates the ISR.
+func (p *Partition) applyState(st api.PartitionState, version int32) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if st.LeaderEpoch < p.state.LeaderEpoch {
+	if st.LeaderEpoch < p.state.LeaderEpoch || (st.LeaderEpoch == p.state.LeaderEpoch && version < p.stateVersion) {
+		p.mu.Unlock()
 		return
 	}
-	p.state = st
-	if p.isSoleReplicaLocked() {
-		// Leader with no followers in sync: everything it has is committed.
-		p.log.SetHighWatermark(p.log.Offsets().LogEnd)
+	sameRole := st.LeaderEpoch == p.state.LeaderEpoch && st.Leader == p.state.Leader && !p.fenced
+	p.state, p.stateVersion, p.fenced = st, version, false
+	if sameRole {
+		if p.progress != nil {
+			p.progress.SetISR(st.ISR)
+			p.advanceHWLocked()
+		}
+		p.mu.Unlock()
+		return
 	}
-}
-
-func (p *Partition) isSoleReplicaLocked() bool {
-	return p.state.Leader == p.self && len(p.state.ISR) == 1 && p.state.ISR[0] == p.self
-}
-
-// leaderEpoch returns the current epoch if this replica leads, else NOT_LEADER.
-func (p *Partition) leaderEpoch() (int32, error) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.state.Leader != p.self {
-		return 0, api.Errorf(api.CodeNotLeader, "broker %d does not lead %s (leader %d, epoch %d)", p.self, p, p.state.Leader, p.state.LeaderEpoch)
+	old := p.follow
+	p.follow, p.progress = nil, nil
+	p.mu.Unlock()
+	if old != nil {
+		old.stop() // outside the lock: the follower loop never takes it, but stop waits
 	}
-	return p.state.LeaderEpoch, nil
-}
 
-// checkEpoch fences a request that names a leader epoch (-1: none named).
-func (p *Partition) checkEpoch(requested int32) error {
-	if requested < 0 {
-		return nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.LeaderEpoch != st.LeaderEpoch || p.state.Leader != st.Leader {
+		return // a newer state was applied while the old follower stopped
 	}
-	p.mu.RLock()
-	cur := p.state.LeaderEpoch
-	p.mu.RUnlock()
+	self := p.deps.self
 	switch {
+	case st.Leader == self:
+		if err := p.log.AssignEpoch(st.LeaderEpoch); err != nil {
+			p.deps.log.Error("cannot record the new leader epoch", "partition", p.String(), "err", err)
+			return
+		}
+		p.progress = replica.NewProgress(self, p.replicas, st.ISR, time.Now())
+		p.epochStart = p.log.Offsets().LogEnd
+		p.advanceHWLocked()
+		p.deps.log.Info("leading", "partition", p.String(), "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.epochStart)
+	case st.Leader >= 0 && slices.Contains(p.replicas, self):
+		addr, ok := p.deps.peerAddr(st.Leader)
+		if !ok {
+			return // the leader is not registered: a later state or view will say more
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		run := &followerRun{cancel: cancel, done: make(chan struct{})}
+		p.follow = run
+		cfg := replica.FollowerConfig{
+			Topic: p.Topic, Partition: p.ID, Self: self, Log: p.log, Client: p.deps.client,
+			LeaderID: st.Leader, LeaderAddr: addr, LeaderEpoch: st.LeaderEpoch, Logger: p.deps.log,
+		}
+		go func() {
+			defer close(run.done)
+			replica.RunFollower(ctx, cfg)
+		}()
+	}
+}
+
+// fence stops the partition from acknowledging anything until a fresh state
+// is applied (the coordinator session was lost: someone else may lead now).
+func (p *Partition) fence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fenced = true
+}
+
+// stopRole stops a follower loop, for shutdown and deletion.
+func (p *Partition) stopRole() {
+	p.mu.Lock()
+	f := p.follow
+	p.follow, p.progress = nil, nil
+	p.mu.Unlock()
+	if f != nil {
+		f.stop()
+	}
+}
+
+// advanceHWLocked moves the HW to the smallest LEO over the ISR.
+func (p *Partition) advanceHWLocked() {
+	if p.progress == nil {
+		return
+	}
+	if hw, known := p.progress.HighWatermark(p.log.Offsets().LogEnd); known {
+		p.log.SetHighWatermark(hw)
+	}
+}
+
+// leaderLocked checks that this replica leads and is not fenced.
+func (p *Partition) leaderLocked() error {
+	if p.progress == nil || p.fenced || p.state.Leader != p.deps.self {
+		return api.Errorf(api.CodeNotLeader, "broker %d does not lead %s (leader %d, epoch %d)", p.deps.self, p, p.state.Leader, p.state.LeaderEpoch)
+	}
+	return nil
+}
+
+// checkEpochLocked fences a request that names a leader epoch (-1: none named).
+func (p *Partition) checkEpochLocked(requested int32) error {
+	cur := p.state.LeaderEpoch
+	switch {
+	case requested < 0:
+		return nil
 	case requested < cur:
 		return api.Errorf(api.CodeFencedLeaderEpoch, "%s: epoch %d is older than %d", p, requested, cur)
 	case requested > cur:
@@ -102,30 +202,39 @@ func (p *Partition) checkEpoch(requested int32) error {
 	return nil
 }
 
+// checkLeader is leaderLocked plus the epoch check, for read paths.
+func (p *Partition) checkLeader(requestedEpoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.leaderLocked(); err != nil {
+		return err
+	}
+	return p.checkEpochLocked(requestedEpoch)
+}
+
 // Produce appends raw batches as leader and waits for the acks asked for.
 func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks) (brokerapi.ProduceResult, error) {
-	p.mu.RLock()
-	if p.state.Leader != p.self {
-		p.mu.RUnlock()
-		return brokerapi.ProduceResult{}, api.Errorf(api.CodeNotLeader, "broker %d does not lead %s", p.self, p)
+	p.mu.Lock()
+	if err := p.leaderLocked(); err != nil {
+		p.mu.Unlock()
+		return brokerapi.ProduceResult{}, err
 	}
 	epoch := p.state.LeaderEpoch
-	if acks == AcksAll && len(p.state.ISR) < p.cfg.MinInsyncReplicas {
-		n := len(p.state.ISR)
-		p.mu.RUnlock()
-		return brokerapi.ProduceResult{}, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas, min.insync.replicas is %d", p, n, p.cfg.MinInsyncReplicas)
+	if isr := p.progress.ISR(); acks == AcksAll && len(isr) < p.cfg.MinInsyncReplicas {
+		p.mu.Unlock()
+		return brokerapi.ProduceResult{}, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
 	}
 	info, err := p.log.Append(batches, epoch)
-	if err == nil && p.isSoleReplicaLocked() {
-		p.log.SetHighWatermark(info.LastOffset + 1)
+	if err == nil {
+		p.advanceHWLocked()
 	}
-	p.mu.RUnlock()
+	p.mu.Unlock()
 	if err != nil {
 		return brokerapi.ProduceResult{}, err
 	}
 	res := brokerapi.ProduceResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset}
 	if acks == AcksAll {
-		if err := p.waitCommitted(ctx, info.LastOffset+1); err != nil {
+		if err := p.waitCommitted(ctx, epoch, info.LastOffset+1); err != nil {
 			return res, err
 		}
 	}
@@ -133,27 +242,106 @@ func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks) (bro
 	return res, nil
 }
 
-// waitCommitted blocks until the HW reaches end.
-func (p *Partition) waitCommitted(ctx context.Context, end int64) error {
+// waitCommitted blocks until the HW reaches end. It gives up, with an error
+// that says the outcome is unknown, when this leadership ends first, and with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below the minimum.
+func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) error {
 	for {
 		o := p.log.Offsets()
 		if o.HighWatermark >= end {
 			return nil
 		}
-		if err := p.log.Wait(ctx, o.HighWatermark, o.LogEnd); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return api.Errorf(api.CodeRequestTimedOut, "%s: not replicated to the ISR in time; the write may still commit", p)
-			}
+		p.mu.Lock()
+		lost := p.progress == nil || p.fenced || p.state.LeaderEpoch != epoch
+		isr := 0
+		if p.progress != nil {
+			isr = len(p.progress.ISR())
+		}
+		p.mu.Unlock()
+		if lost {
+			return api.Errorf(api.CodeRequestTimedOut, "%s: leadership changed before the write was replicated; it may or may not be committed", p)
+		}
+		if isr < p.cfg.MinInsyncReplicas {
+			return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: the ISR shrank to %d, below min.insync.replicas %d, before the write was replicated", p, isr, p.cfg.MinInsyncReplicas)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := p.log.Wait(wctx, o.HighWatermark, o.LogEnd)
+		cancel()
+		if ctx.Err() != nil {
+			return api.Errorf(api.CodeRequestTimedOut, "%s: not replicated to the ISR in time; the write may still commit", p)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 	}
 }
 
+// onFollowerFetch records a follower's fetch position (the leader side of
+// replication) and moves the HW. It returns the read limit for the fetch.
+func (p *Partition) onFollowerFetch(id int32, offset int64, epoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.leaderLocked(); err != nil {
+		return err
+	}
+	if err := p.checkEpochLocked(epoch); err != nil {
+		return err
+	}
+	leo := p.log.Offsets().LogEnd
+	if !p.progress.OnFetch(id, min(offset, leo), leo, time.Now()) {
+		return api.Errorf(api.CodeInvalidRequest, "broker %d is not a replica of %s", id, p)
+	}
+	p.advanceHWLocked()
+	if !p.progress.InISR(id) {
+		p.deps.kickISR()
+	}
+	return nil
+}
+
+// isrChange computes the ISR this leader wants now, or ok false when it is
+// the current one.
+func (p *Partition) isrChange(now time.Time, maxLag time.Duration) (st api.PartitionState, version int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leaderLocked() != nil {
+		return st, 0, false
+	}
+	isr := p.progress.ISR()
+	out := p.progress.Laggards(now, maxLag)
+	in := p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart)
+	if len(out) == 0 && len(in) == 0 {
+		return st, 0, false
+	}
+	next := make([]int32, 0, len(isr)+len(in))
+	for _, id := range p.replicas { // keep replica order
+		if (slices.Contains(isr, id) && !slices.Contains(out, id)) || slices.Contains(in, id) {
+			next = append(next, id)
+		}
+	}
+	st = p.state
+	st.ISR = next
+	return st, p.stateVersion, true
+}
+
+// applyISR records an ISR change this leader committed to the coordinator.
+func (p *Partition) applyISR(st api.PartitionState, version int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st.LeaderEpoch != p.state.LeaderEpoch || version <= p.stateVersion {
+		return
+	}
+	p.state, p.stateVersion = st, version
+	if p.progress != nil {
+		p.progress.SetISR(st.ISR)
+		p.advanceHWLocked()
+	}
+}
+
 // Status describes the partition for the internal API.
 func (p *Partition) Status() brokerapi.PartitionStatus {
-	p.mu.RLock()
-	leader := p.state.Leader == p.self
-	p.mu.RUnlock()
+	p.mu.Lock()
+	leader := p.leaderLocked() == nil
+	p.mu.Unlock()
 	o := p.log.Offsets()
 	st := brokerapi.PartitionStatus{Partition: p.ID, Leader: leader, Positions: brokerapi.Positions{
 		LogStartOffset: o.LogStart, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEnd,

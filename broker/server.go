@@ -36,6 +36,7 @@ func (b *Broker) routes() http.Handler {
 	r.Post(brokerapi.PathProduce, b.handleProduce)
 	r.Get(brokerapi.PathFetch, b.handleFetch)
 	r.Get(brokerapi.PathListOffsets, b.handleListOffsets)
+	r.Get(brokerapi.PathEpochEnd, b.handleEpochEnd)
 	r.Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
 	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
@@ -149,7 +150,7 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	if _, err := p.leaderEpoch(); err != nil {
+	if err := p.checkLeader(-1); err != nil {
 		api.WriteError(w, err)
 		return
 	}

@@ -12,6 +12,7 @@ const (
 	PathProduce     = "/internal/v1/partitions/{topic}/{partition}/produce"
 	PathFetch       = "/internal/v1/partitions/{topic}/{partition}/fetch"
 	PathListOffsets = "/internal/v1/partitions/{topic}/{partition}/offsets"
+	PathEpochEnd    = "/internal/v1/partitions/{topic}/{partition}/epoch-end"
 	PathTopicStatus = "/internal/v1/topics/{topic}/status"
 	PathTopics      = "/internal/v1/topics"
 	PathTopic       = "/internal/v1/topics/{topic}"
@@ -23,6 +24,15 @@ type ProduceResult struct {
 	BaseOffset    int64 `json:"base_offset"`
 	LastOffset    int64 `json:"last_offset"`
 	HighWatermark int64 `json:"high_watermark"`
+}
+
+// EpochEndResult answers OffsetsForLeaderEpoch (KIP-101): the largest epoch
+// at or below the one asked for that the leader's log knows, and the offset
+// where the next epoch starts (the log end for the latest). Both are -1 when
+// the leader knows no such epoch.
+type EpochEndResult struct {
+	Epoch     int32 `json:"epoch"`
+	EndOffset int64 `json:"end_offset"`
 }
 
 // OffsetsResult answers a list-offsets query.

@@ -184,6 +184,18 @@ func (c *Client) ListOffsets(ctx context.Context, addr, topic string, partition 
 	return res, err
 }
 
+// EpochEnd asks the leader (in its leaderEpoch) where epoch ends in its log.
+func (c *Client) EpochEnd(ctx context.Context, addr, topic string, partition, epoch, leaderEpoch int32) (EpochEndResult, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathEpochEnd, topic, partition)+"?epoch="+strconv.Itoa(int(epoch)), nil)
+	if err != nil {
+		return EpochEndResult{}, err
+	}
+	req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(leaderEpoch)))
+	var res EpochEndResult
+	err = c.doJSON(req, &res)
+	return res, err
+}
+
 // TopicStatus asks a broker for the positions of the partitions it holds.
 func (c *Client) TopicStatus(ctx context.Context, addr, topic string) (TopicStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathTopicStatus, topic, 0), nil)

@@ -374,6 +374,23 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs.endOffsetFor(epoch, l.endLocked())
 }
 
+// AssignEpoch records that leader epoch starts at the current log end, as a
+// new leader does before it takes writes, so that followers asking where an
+// earlier epoch ends get the right answer even before the first append.
+func (l *Log) AssignEpoch(epoch int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if l.epochs.assign(epoch, l.endLocked()) {
+		if err := l.saveEpochsLocked(); err != nil {
+			return l.failLocked(err)
+		}
+	}
+	return nil
+}
+
 // Epochs returns a copy of the leader-epoch lineage.
 func (l *Log) Epochs() []EpochEntry {
 	l.mu.RLock()

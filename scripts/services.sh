@@ -146,7 +146,7 @@ install_versitygw() {
 	tmp=$(mktemp -d "$BIN_DIR/.install.XXXXXX")
 	log "go install $VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION (a few minutes on a cold module cache)"
 	# Outside the repo, so that its go.mod and any GOFLAGS=-mod=... play no part.
-	if ! (cd / && GOFLAGS= GOBIN=$tmp retry go install "$VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION") >&2; then
+	if ! (cd / && GOFLAGS="" GOBIN=$tmp retry go install "$VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION") >&2; then
 		rm -rf "$tmp"
 		die "building versitygw failed"
 	fi
@@ -332,8 +332,9 @@ start_service() { # name
 # zookeeper
 
 check_zookeeper() {
-	[[ -r $ZK_JAR && -r $SLF4J_SIMPLE_JAR ]] && command -v java >/dev/null ||
+	if [[ ! -r $ZK_JAR || ! -r $SLF4J_SIMPLE_JAR ]] || ! command -v java >/dev/null; then
 		die "zookeeper is not installed: run scripts/services.sh install zookeeper"
+	fi
 }
 
 launch_zookeeper() { # dir port

@@ -33,6 +33,7 @@ done
 "$SERVICES_SH" install "${SERVICES[@]}"
 
 export SLUICE_SERVICES_DIR=$REPO/.services/run-$$
+# shellcheck disable=SC2317 # called by the EXIT trap
 stop_services() {
 	"$SERVICES_SH" stop || echo "with-services: warning: stopping the services failed" >&2
 	rmdir "$REPO/.services" 2>/dev/null || true

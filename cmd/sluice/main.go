@@ -22,6 +22,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"dev", "run a gateway, brokers, an in-process coordinator and a local object store in one process", runDev},
+		{"broker", "run a broker node (ZooKeeper-coordinated)", runBroker},
+		{"gateway", "run a stateless public API gateway (ZooKeeper-coordinated)", runGateway},
 		{"topics", "list, create, describe or delete topics", runTopics},
 		{"produce", "produce records read from stdin (one per line) or given as arguments", runProduce},
 		{"consume", "print records of a partition as NDJSON", runConsume},

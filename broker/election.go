@@ -1,0 +1,156 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coord"
+)
+
+// serve runs the controller's duties until its /controller node changes
+// (gone is the watch on it) or ctx ends. Each pass is level-triggered: it
+// looks at the whole metadata snapshot and fixes what is wrong, so a missed
+// event is repaired by the next one.
+func (ctl *controller) serve(ctx context.Context, gone <-chan coord.Event) {
+	changed := ctl.view.Subscribe()
+	var rebalance <-chan time.Time
+	if ctl.rebalanceEvery > 0 {
+		t := time.NewTicker(ctl.rebalanceEvery)
+		defer t.Stop()
+		rebalance = t.C
+	}
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	// The first pass right away: the previous controller may have died
+	// with work undone.
+	if err := ctl.viewRefresh(ctx); err == nil {
+		ctl.electLeaders(ctx, ctl.view.Current(), false)
+	}
+	for {
+		preferred := false
+		select {
+		case <-gone:
+			return
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-retry.C:
+		case <-rebalance:
+			preferred = true
+		}
+		if !ctl.isActive() {
+			return
+		}
+		if !ctl.electLeaders(ctx, ctl.view.Current(), preferred) {
+			retry.Reset(200 * time.Millisecond)
+		}
+	}
+}
+
+func (ctl *controller) viewRefresh(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return ctl.view.Refresh(rctx)
+}
+
+// electLeaders makes one pass over every partition. It reports whether every
+// write it needed went through.
+func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, preferred bool) bool {
+	fence, err := ctl.fence()
+	if err != nil {
+		return true
+	}
+	epoch := ctl.currentEpoch()
+	ok := true
+	for _, name := range md.TopicNames() {
+		tm := md.Topics[name]
+		cfg, _ := api.ParseTopicConfig(tm.Record.Configs, len(firstOr(tm.Record.Replicas)))
+		for p, replicas := range tm.Record.Replicas {
+			if tm.StateVersions[p] < 0 {
+				continue
+			}
+			next, change := decideLeader(tm.States[p], replicas, md.Brokers, cfg.UncleanElection, preferred)
+			if !change {
+				continue
+			}
+			next.ControllerEpoch = epoch
+			data, _ := json.Marshal(next)
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := ctl.c.Multi(wctx, fence, coord.SetOp(cluster.PartitionStatePath(name, int32(p)), data, tm.StateVersions[p]))
+			cancel()
+			switch {
+			case err == nil:
+				ctl.log.Info("partition state changed", "partition", partitionDir(name, int32(p)),
+					"leader", next.Leader, "epoch", next.LeaderEpoch, "isr", next.ISR, "was_leader", tm.States[p].Leader)
+			case errors.Is(err, coord.ErrBadVersion):
+				// Someone wrote first (a leader changing its ISR, or a newer
+				// controller); the next snapshot brings it.
+				ok = false
+			default:
+				ctl.log.Warn("partition state write failed", "partition", partitionDir(name, int32(p)), "err", err)
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// decideLeader is the election rule, as a pure function of the state, the
+// assignment and the live brokers:
+//
+//   - leader alive: drop dead brokers from the ISR (same epoch); with
+//     preferred, move leadership to the first replica if it is alive and in
+//     the ISR (new epoch).
+//   - leader dead or none: the first live ISR member in assignment order
+//     leads (new epoch), the ISR keeps its live members.
+//   - no live ISR member: with unclean election the first live replica leads
+//     with an ISR of itself (acknowledged data may be lost); otherwise the
+//     partition goes offline (leader -1, new epoch) and keeps its last ISR, so
+//     that the first of those to return leads again with nothing lost.
+func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.BrokerRegistration, unclean, preferred bool) (api.PartitionState, bool) {
+	alive := func(id int32) bool { _, ok := live[id]; return ok }
+	var liveISR []int32
+	for _, id := range replicas {
+		if slices.Contains(st.ISR, id) && alive(id) {
+			liveISR = append(liveISR, id)
+		}
+	}
+	next := st
+	if st.Leader >= 0 && alive(st.Leader) {
+		if pref := replicas[0]; preferred && pref != st.Leader && slices.Contains(liveISR, pref) {
+			next.Leader, next.LeaderEpoch, next.ISR = pref, st.LeaderEpoch+1, liveISR
+			return next, true
+		}
+		if len(liveISR) != len(st.ISR) {
+			next.ISR = liveISR
+			return next, true
+		}
+		return st, false
+	}
+	switch {
+	case len(liveISR) > 0:
+		next.Leader, next.LeaderEpoch, next.ISR = liveISR[0], st.LeaderEpoch+1, liveISR
+	case unclean:
+		for _, id := range replicas {
+			if alive(id) {
+				next.Leader, next.LeaderEpoch, next.ISR = id, st.LeaderEpoch+1, []int32{id}
+				return next, true
+			}
+		}
+		if st.Leader == -1 {
+			return st, false
+		}
+		next.Leader, next.LeaderEpoch = -1, st.LeaderEpoch+1
+	default:
+		if st.Leader == -1 {
+			return st, false // already offline; waiting for an ISR member
+		}
+		next.Leader, next.LeaderEpoch = -1, st.LeaderEpoch+1
+	}
+	return next, true
+}

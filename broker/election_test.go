@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+func TestDecideLeader(t *testing.T) {
+	live := func(ids ...int32) map[int32]api.BrokerRegistration {
+		m := map[int32]api.BrokerRegistration{}
+		for _, id := range ids {
+			m[id] = api.BrokerRegistration{ID: id}
+		}
+		return m
+	}
+	st := func(leader, epoch int32, isr ...int32) api.PartitionState {
+		return api.PartitionState{Leader: leader, LeaderEpoch: epoch, ISR: isr}
+	}
+	replicas := []int32{1, 2, 3}
+	tests := []struct {
+		name               string
+		state              api.PartitionState
+		live               map[int32]api.BrokerRegistration
+		unclean, preferred bool
+		want               api.PartitionState
+		change             bool
+	}{
+		{"all well", st(1, 0, 1, 2, 3), live(1, 2, 3), false, false, st(1, 0, 1, 2, 3), false},
+		{"dead follower leaves the ISR, same epoch", st(1, 4, 1, 2, 3), live(1, 3), false, false, st(1, 4, 1, 3), true},
+		{"dead leader: next live ISR member, new epoch", st(1, 4, 1, 2, 3), live(2, 3), false, false, st(2, 5, 2, 3), true},
+		{"dead leader: skips live replicas outside the ISR", st(1, 4, 1, 3), live(2, 3), false, false, st(3, 5, 3), true},
+		{"no live ISR member: offline, ISR kept", st(1, 4, 1), live(2, 3), false, false, st(-1, 5, 1), true},
+		{"offline stays offline", st(-1, 5, 1), live(2, 3), false, false, st(-1, 5, 1), false},
+		{"offline: the ISR member returns and leads", st(-1, 5, 1), live(1, 2, 3), false, false, st(1, 6, 1), true},
+		{"unclean: an out-of-sync replica leads", st(-1, 5, 1), live(2, 3), true, false, st(2, 6, 2), true},
+		{"preferred back in the ISR takes over", st(2, 6, 1, 2, 3), live(1, 2, 3), false, true, st(1, 7, 1, 2, 3), true},
+		{"preferred outside the ISR waits", st(2, 6, 2, 3), live(1, 2, 3), false, true, st(2, 6, 2, 3), false},
+		{"no rebalance outside the rebalance pass", st(2, 6, 1, 2, 3), live(1, 2, 3), false, false, st(2, 6, 1, 2, 3), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, change := decideLeader(tt.state, replicas, tt.live, tt.unclean, tt.preferred)
+			if change != tt.change || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("got %+v change=%v, want %+v change=%v", got, change, tt.want, tt.change)
+			}
+		})
+	}
+}
