@@ -85,13 +85,16 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 	start := s.pos
 	for s.pos < len(s.b) {
 		// Plain characters are the common case: skip them eight at a time,
-		// then one at a time up to the special byte.
-		for s.pos+8 <= len(s.b) && !hasSpecial8(binary.LittleEndian.Uint64(s.b[s.pos:])) {
-			s.pos += 8
+		// then one at a time up to the special byte (in locals: the loop
+		// must not store through s on every step).
+		b, pos := s.b, s.pos
+		for pos+8 <= len(b) && !hasSpecial8(binary.LittleEndian.Uint64(b[pos:pos+8])) {
+			pos += 8
 		}
-		for s.pos < len(s.b) && !strSpecial[s.b[s.pos]] {
-			s.pos++
+		for pos < len(b) && !strSpecial[b[pos]] {
+			pos++
 		}
+		s.pos = pos
 		if s.pos >= len(s.b) {
 			break
 		}

@@ -192,3 +192,17 @@ func TestHasSpecial8(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkParseNDJSON(b *testing.B) {
+	var body bytes.Buffer
+	for i := 0; i < 1000; i++ {
+		fmt.Fprintf(&body, `{"value":"%098d"}`+"\n", i)
+	}
+	b.SetBytes(int64(body.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseNDJSON(body.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

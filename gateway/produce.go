@@ -82,16 +82,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// One batch per partition, records in request order.
-	order := map[int32][]int{}
-	var parts []int32
-	for i := range recs {
-		p := recs[i].partition
-		if _, ok := order[p]; !ok {
-			parts = append(parts, p)
-		}
-		order[p] = append(order[p], i)
-	}
+	parts, order := groupByPartition(recs)
 	batches := make([][]byte, len(parts))
 	bufs := make([]*[]byte, len(parts))
 	defer func() {
@@ -178,6 +169,38 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeOffsets(w, resp.Offsets)
+}
+
+// groupByPartition lists the partitions a request writes, in order of first
+// appearance, and each one's record indexes in request order. Most requests
+// go to one partition (one key, or keyless and sticky): that case allocates
+// almost nothing.
+func groupByPartition(recs []pendingRecord) ([]int32, map[int32][]int) {
+	first := recs[0].partition
+	same := true
+	for i := range recs {
+		if recs[i].partition != first {
+			same = false
+			break
+		}
+	}
+	if same {
+		idx := make([]int, len(recs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return []int32{first}, map[int32][]int{first: idx}
+	}
+	order := map[int32][]int{}
+	var parts []int32
+	for i := range recs {
+		p := recs[i].partition
+		if _, ok := order[p]; !ok {
+			parts = append(parts, p)
+		}
+		order[p] = append(order[p], i)
+	}
+	return parts, order
 }
 
 // readRecords reads and parses the body by its media type, refusing oversized

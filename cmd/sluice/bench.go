@@ -39,6 +39,7 @@ type benchConfig struct {
 	acks        string
 	baseline    bool
 	raw         bool
+	rounds      int
 	configs     map[string]string
 }
 
@@ -55,7 +56,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.connections, "connections", 8, "concurrent HTTP connections")
 	fs.IntVar(&c.batch, "batch", 1000, "records per request")
 	fs.IntVar(&c.size, "size", 100, "bytes per record value")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to produce")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long to produce in each round")
 	fs.StringVar(&c.acks, "acks", "1", "acks for produce: 0, 1 or all")
 	fs.BoolVar(&c.baseline, "baseline", true, "produce: also run the same load against a plain net/http server that only appends bodies to a file (the ceiling), in this process")
 	c.configs = map[string]string{}
@@ -68,6 +69,7 @@ func runBench(ctx context.Context, args []string) error {
 		return nil
 	})
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
+	fs.IntVar(&c.rounds, "rounds", 3, "produce: rounds, each running the baseline then sluice for --duration")
 	fs.BoolVar(&c.raw, "raw", false, "consume: read raw batches (/batches) instead of decoded JSON records")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -83,8 +85,8 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if c.size < 2 || c.batch < 1 || c.connections < 1 {
-		return errors.New("--size must be >= 2, --batch and --connections >= 1")
+	if c.size < 2 || c.batch < 1 || c.connections < 1 || c.rounds < 1 {
+		return errors.New("--size must be >= 2, --batch, --connections and --rounds >= 1")
 	}
 	if c.url == "" {
 		url, stop, err := startEmbedded()
@@ -108,28 +110,47 @@ func runBench(ctx context.Context, args []string) error {
 		return nil
 	}
 	body := ndjsonBody(c.batch, c.size)
-	var base benchResult
+	var bases, results []float64
+	for round := 0; round < c.rounds; round++ {
+		if c.baseline {
+			url, stop, err := startAppendServer()
+			if err != nil {
+				return err
+			}
+			base, err := benchProduce(ctx, c, url+"/append", body)
+			stop()
+			if err != nil {
+				return err
+			}
+			base.print("baseline")
+			bases = append(bases, base.recordsPerSec)
+		}
+		res, err := benchProduce(ctx, c, c.url+"/v1/topics/"+c.topic+"/records?acks="+c.acks, body)
+		if err != nil {
+			return err
+		}
+		res.print("sluice")
+		results = append(results, res.recordsPerSec)
+	}
 	if c.baseline {
-		url, stop, err := startAppendServer()
-		if err != nil {
-			return err
-		}
-		base, err = benchProduce(ctx, c, url+"/append", body)
-		stop()
-		if err != nil {
-			return err
-		}
-		base.print("baseline")
-	}
-	res, err := benchProduce(ctx, c, c.url+"/v1/topics/"+c.topic+"/records?acks="+c.acks, body)
-	if err != nil {
-		return err
-	}
-	res.print("sluice")
-	if c.baseline && base.recordsPerSec > 0 {
-		fmt.Printf("ratio sluice/baseline: %.2f\n", res.recordsPerSec/base.recordsPerSec)
+		// Rounds alternate the two targets, so slow spells of a shared
+		// machine hit both; medians keep one bad round from deciding.
+		fmt.Printf("median records/s: baseline %.0f, sluice %.0f; ratio sluice/baseline: %.2f\n",
+			median(bases), median(results), median(results)/median(bases))
 	}
 	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // ndjsonBody builds one produce body: batch lines {"value":"xxx..."} whose
