@@ -308,7 +308,7 @@ func (p *Partition) isrChange(now time.Time, maxLag time.Duration) (st api.Parti
 	}
 	isr := p.progress.ISR()
 	out := p.progress.Laggards(now, maxLag)
-	in := p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart)
+	in := p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart, now, maxLag)
 	if len(out) == 0 && len(in) == 0 {
 		return st, 0, false
 	}

@@ -575,3 +575,21 @@ func TestWaitWakesOnAppend(t *testing.T) {
 		t.Fatalf("wait: %v", err)
 	}
 }
+
+func TestReopenDoesNotRollAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	fsys := osFS(t, dir)
+	l := openLog(t, fsys, commitlog.Options{})
+	if _, err := l.Append(batch(t, "a", 2, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openLog(t, fsys, commitlog.Options{})
+	defer l.Close()
+	if _, err := l.Append(batch(t, "b", 2, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "orders-0", "*.log")); len(segs) != 1 {
+		t.Fatalf("reopened log rolled: %v", segs)
+	}
+}

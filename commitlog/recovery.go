@@ -72,6 +72,9 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: opening segment %d: %v", api.ErrStorage, base, err)
 		}
 		l.segments = append(l.segments, seg)
+		// Age-based rolling counts from when this process first saw the
+		// segment: a restart must not roll every reopened segment at once.
+		seg.rollAt = l.opts.Now()
 		fi, err := seg.log.Stat()
 		if err != nil {
 			return fmt.Errorf("%w: %v", api.ErrStorage, err)

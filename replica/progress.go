@@ -107,12 +107,13 @@ func (p *Progress) Laggards(now time.Time, maxLag time.Duration) []int32 {
 }
 
 // Joiners are followers outside the ISR whose LEO reached hw (and the start of
-// the current leader epoch, so they hold this leader's lineage): the ISR
-// should grow with them.
-func (p *Progress) Joiners(hw, epochStart int64) []int32 {
+// the current leader epoch, so they hold this leader's lineage) and that are
+// caught up now (a follower that stopped fetching is not, however far it got):
+// the ISR should grow with them.
+func (p *Progress) Joiners(hw, epochStart int64, now time.Time, maxLag time.Duration) []int32 {
 	var out []int32
 	for id, f := range p.followers {
-		if !p.InISR(id) && f.LEO >= 0 && f.LEO >= hw && f.LEO >= epochStart {
+		if !p.InISR(id) && f.LEO >= 0 && f.LEO >= hw && f.LEO >= epochStart && now.Sub(f.LastCaughtUp) <= maxLag {
 			out = append(out, id)
 		}
 	}

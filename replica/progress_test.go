@@ -46,7 +46,7 @@ func TestLaggardsAndJoiners(t *testing.T) {
 		t.Fatalf("laggards %s, want [3]", got)
 	}
 	p.SetISR([]int32{1, 2})
-	if got := p.Joiners(2000, 0); len(got) != 0 {
+	if got := p.Joiners(2000, 0, now.Add(2*time.Second), lag); len(got) != 0 {
 		t.Fatalf("joiners %v while 3 is behind", got)
 	}
 	// A follower that fetches at the leader's LEO as of its previous fetch
@@ -56,10 +56,14 @@ func TestLaggardsAndJoiners(t *testing.T) {
 	if f := p.Follower(3); !f.LastCaughtUp.Equal(now.Add(time.Second)) {
 		t.Fatalf("last caught up %v", f.LastCaughtUp)
 	}
-	if got := fmt.Sprint(p.Joiners(2000, 0)); got != "[3]" {
+	if got := fmt.Sprint(p.Joiners(2000, 0, now.Add(2*time.Second), lag)); got != "[3]" {
 		t.Fatalf("joiners %s, want [3]", got)
 	}
-	if got := p.Joiners(2000, 2500); len(got) != 0 {
+	if got := p.Joiners(2000, 2500, now.Add(2*time.Second), lag); len(got) != 0 {
 		t.Fatalf("a follower below the epoch start joined: %v", got)
+	}
+	// A follower that stopped fetching does not rejoin, however far it got.
+	if got := p.Joiners(2000, 0, now.Add(time.Minute), lag); len(got) != 0 {
+		t.Fatalf("a silent follower joined: %v", got)
 	}
 }
