@@ -34,3 +34,8 @@ type PartitionState struct {
 	ISR             []int32 `json:"isr"`
 	ControllerEpoch int32   `json:"controller_epoch"`
 }
+
+// ProducerRecord is the data of a producer id's node: its current epoch.
+type ProducerRecord struct {
+	Epoch int16 `json:"epoch"`
+}

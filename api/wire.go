@@ -116,3 +116,16 @@ type FetchResponse struct {
 type Credit struct {
 	Credit int64 `json:"credit"`
 }
+
+// InitProducerRequest is the body of POST /v1/producers: empty for a new
+// producer id, or the id of an existing one to bump its epoch (which fences
+// every older instance of that producer).
+type InitProducerRequest struct {
+	ProducerID *int64 `json:"producer_id,omitempty"`
+}
+
+// ProducerIdentity answers POST /v1/producers.
+type ProducerIdentity struct {
+	ProducerID    int64 `json:"producer_id"`
+	ProducerEpoch int16 `json:"producer_epoch"`
+}

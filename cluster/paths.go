@@ -15,7 +15,6 @@ const (
 	TopicsPath          = "/brokers/topics"
 	ControllerPath      = "/controller"
 	ControllerEpochPath = "/controller_epoch"
-	ProducerIDBlockPath = "/latest_producer_id_block"
 )
 
 // BrokerPath is /brokers/ids/{id}: ephemeral, api.BrokerRegistration.
@@ -34,3 +33,11 @@ func PartitionPath(topic string, p int32) string {
 
 // PartitionStatePath is /brokers/topics/{topic}/partitions/{p}/state: api.PartitionState.
 func PartitionStatePath(topic string, p int32) string { return PartitionPath(topic, p) + "/state" }
+
+// ProducersPath holds one node per idempotent producer id:
+// /producer_ids/p-{10-digit id}, data api.ProducerRecord, created sequential
+// (the sequence number is the id) and bumped by conditional writes.
+const ProducersPath = "/producer_ids"
+
+// ProducerPath is the node of one producer id.
+func ProducerPath(id int64) string { return fmt.Sprintf("%s/p-%010d", ProducersPath, id) }

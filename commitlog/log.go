@@ -36,6 +36,7 @@ type Log struct {
 	segments   []*segment // ordered by base offset; the last one takes appends
 	hw         int64
 	epochs     epochCache
+	producers  producerState
 	writeErr   error         // sticky: once set the log refuses appends
 	unflushed  int64         // records appended since the last fsync
 	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval
@@ -67,6 +68,10 @@ type AppendInfo struct {
 	LastOffset   int64
 	Records      int64
 	MaxTimestamp int64
+	// Duplicate is set when the batch was an idempotent producer's retry of
+	// a batch already in the log: nothing was written, and the offsets are
+	// the original ones.
+	Duplicate bool
 }
 
 // Append validates whole RecordBatch v2 batches in buf (CRC, layout, offset
@@ -83,6 +88,18 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return AppendInfo{}, err
+	}
+	if hs[0].ProducerID >= 0 {
+		if len(hs) != 1 {
+			return AppendInfo{}, api.Errorf(api.CodeInvalidRecord, "an idempotent producer's batch must come alone")
+		}
+		dup, err := l.producers.dupOrCheck(hs[0])
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		if dup != nil {
+			return AppendInfo{FirstOffset: dup.firstOffset, LastOffset: dup.lastOffset, Records: dup.lastOffset - dup.firstOffset + 1, MaxTimestamp: -1, Duplicate: true}, nil
+		}
 	}
 	next := l.endLocked()
 	info := AppendInfo{FirstOffset: next, MaxTimestamp: -1}
@@ -190,6 +207,9 @@ func (l *Log) writeLocked(buf []byte, hs []api.BatchHeader) error {
 		// recovery truncates it; try to cut it now too.
 		_ = seg.log.Truncate(seg.size)
 		return l.failLocked(err)
+	}
+	for _, h := range hs {
+		l.producers.record(h)
 	}
 	l.notifyLocked()
 	return nil

@@ -120,6 +120,9 @@ func (l *Log) load() error {
 			return fmt.Errorf("%w: %v", api.ErrStorage, err)
 		}
 	}
+	if err := l.rebuildProducersLocked(); err != nil {
+		return fmt.Errorf("%w: producer state: %v", api.ErrStorage, err)
+	}
 	hw, ok, err := readInt64File(l.fs, l.dir, hwFile)
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrStorage, err)

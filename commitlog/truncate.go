@@ -43,6 +43,9 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 			return 0, l.failLocked(err)
 		}
 	}
+	if err := l.rebuildProducersLocked(); err != nil {
+		return 0, l.failLocked(err)
+	}
 	end := seg.next
 	if l.hw > end {
 		l.hw = end

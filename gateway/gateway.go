@@ -43,13 +43,14 @@ type Options struct {
 
 // Gateway serves the public API.
 type Gateway struct {
-	opts    Options
-	log     *slog.Logger
-	view    *cluster.View
-	brokers *brokerapi.Client
-	ln      net.Listener
-	srv     *http.Server
-	sticky  stickyPartitioner
+	opts      Options
+	log       *slog.Logger
+	view      *cluster.View
+	brokers   *brokerapi.Client
+	ln        net.Listener
+	srv       *http.Server
+	sticky    stickyPartitioner
+	producers producerEpochs
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -148,6 +149,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.Get("/v1/topics/{topic}", g.handleGetTopic)
 	r.Delete("/v1/topics/{topic}", g.handleDeleteTopic)
 	r.Post("/v1/topics/{topic}/records", g.handleProduce)
+	r.Post("/v1/producers", g.handleInitProducer)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)

@@ -366,6 +366,8 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.FetchedRecord{}, "FetchedRecord", true, nil},
 		{api.FetchResponse{}, "FetchResponse", true, nil},
 		{api.Credit{}, "Credit", false, nil},
+		{api.InitProducerRequest{}, "InitProducerRequest", false, nil},
+		{api.ProducerIdentity{}, "ProducerIdentity", true, nil},
 		{api.ErrorBody{}, "ErrorBody", true, nil},
 		{api.ErrorDetail{}, "ErrorDetail", true, nil},
 		{brokerapi.OffsetsResult{}, "Offsets", true, nil},

@@ -58,7 +58,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		timeout = time.Duration(n) * time.Millisecond
 	}
 
-	recs, body, err := g.readRecords(r, cfg)
+	recs, body, pf, err := g.readRecords(r, cfg)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -83,6 +83,21 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	}
 
 	parts, order := groupByPartition(recs)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	seqs, err := g.checkProducer(ctx, pf, parts)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	opts := api.BatchOptions{Compression: cfg.Compression}
+	retriable := retriableBeforeWrite
+	if seqs != nil {
+		opts.ProducerID, opts.ProducerEpoch = *pf.id, *pf.epoch
+		// Brokers deduplicate by sequence: even a send whose outcome is
+		// unknown can be sent again.
+		retriable = retriableIdempotent
+	}
 	batches := make([][]byte, len(parts))
 	bufs := make([]*[]byte, len(parts))
 	defer func() {
@@ -97,7 +112,10 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 			rs = append(rs, api.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
 		}
 		bufs[j] = getBuf(len(*body) + 512)
-		b, err := api.EncodeBatch(*bufs[j], rs, api.BatchOptions{Compression: cfg.Compression})
+		if seqs != nil {
+			opts.BaseSequence = seqs[p]
+		}
+		b, err := api.EncodeBatch(*bufs[j], rs, opts)
 		if err != nil {
 			api.WriteError(w, err)
 			return
@@ -120,7 +138,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 				defer g.wg.Done()
 				ctx, cancel := context.WithTimeout(g.ctx, timeout)
 				defer cancel()
-				if _, err := g.produceTo(ctx, topic, p, "1", b); err != nil {
+				if _, err := g.produceTo(ctx, topic, p, "1", b, retriable); err != nil {
 					g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)
 				}
 			}(p, bytes.Clone(batches[j]))
@@ -129,19 +147,17 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
 	results := make([]brokerapi.ProduceResult, len(parts))
 	errs := make([]error, len(parts))
 	if len(parts) == 1 {
-		results[0], errs[0] = g.produceTo(ctx, topic, parts[0], acks, batches[0])
+		results[0], errs[0] = g.produceTo(ctx, topic, parts[0], acks, batches[0], retriable)
 	} else {
 		var wg sync.WaitGroup
 		for j, p := range parts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j])
+				results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j], retriable)
 			}()
 		}
 		wg.Wait()
@@ -205,17 +221,19 @@ func groupByPartition(recs []pendingRecord) ([]int32, map[int32][]int) {
 
 // readRecords reads and parses the body by its media type, refusing oversized
 // bodies before buffering them. The records alias the returned pooled body,
-// which the caller releases with putBuf once they are encoded.
-func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig) ([]pendingRecord, *[]byte, error) {
+// which the caller releases with putBuf once they are encoded. Only a JSON
+// body can carry idempotent-producer fields.
+func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig) ([]pendingRecord, *[]byte, producerFields, error) {
+	var none producerFields
 	mt := mediaType(r)
 	switch mt {
 	case mediaOctet:
 		if r.ContentLength > int64(cfg.MaxMessageBytes) {
-			return nil, nil, api.Errorf(api.CodeRecordTooLarge, "record of %d bytes; max.message.bytes is %d", r.ContentLength, cfg.MaxMessageBytes)
+			return nil, nil, none, api.Errorf(api.CodeRecordTooLarge, "record of %d bytes; max.message.bytes is %d", r.ContentLength, cfg.MaxMessageBytes)
 		}
 		bp, err := readLimited(r.Body, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge, r.ContentLength)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
 		q := r.URL.Query()
 		pr := pendingRecord{partition: -1, value: *bp}
@@ -226,38 +244,35 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig) ([]pendingRe
 			n, err := strconv.ParseInt(s, 10, 32)
 			if err != nil || n < 0 {
 				putBuf(bp)
-				return nil, nil, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
+				return nil, nil, none, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
 			}
 			pr.partition = int32(n)
 		}
-		return []pendingRecord{pr}, bp, nil
+		return []pendingRecord{pr}, bp, none, nil
 	case mediaJSON, mediaNDJSON:
 		if r.ContentLength > g.opts.MaxBodyBytes {
-			return nil, nil, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway takes at most %d", r.ContentLength, g.opts.MaxBodyBytes)
+			return nil, nil, none, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway takes at most %d", r.ContentLength, g.opts.MaxBodyBytes)
 		}
 		bp, err := readLimited(r.Body, g.opts.MaxBodyBytes, api.CodeRequestTooLarge, r.ContentLength)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
 		var recs []pendingRecord
+		pf := none
 		if mt == mediaNDJSON {
 			recs, err = parseNDJSON(*bp)
 		} else {
-			var pf producerFields
 			recs, pf, err = parseJSONBody(*bp)
-			if err == nil && pf.id != nil {
-				err = api.Errorf(api.CodeInvalidRequest, "idempotent producers are not enabled on this gateway")
-			}
 		}
 		if err != nil {
 			putBuf(bp)
-			return nil, nil, err
+			return nil, nil, none, err
 		}
-		return recs, bp, nil
+		return recs, bp, pf, nil
 	case "":
-		return nil, nil, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
+		return nil, nil, none, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
 	default:
-		return nil, nil, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
+		return nil, nil, none, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
 	}
 }
 
@@ -337,10 +352,17 @@ func retriableBeforeWrite(err error) bool {
 	return false
 }
 
+// retriableIdempotent: for a batch with a producer id and sequence, every
+// retriable failure may be retried, including those after which the batch may
+// have been written (the broker answers a duplicate with its first offsets).
+func retriableIdempotent(err error) bool {
+	return retriableBeforeWrite(err) || api.Classify(err).Retriable()
+}
+
 // produceTo sends one partition's batch to its leader, following leadership
 // changes and retrying failures that wrote nothing until ctx ends.
-func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte) (brokerapi.ProduceResult, error) {
-	return retry(ctx, retriableBeforeWrite, func() (brokerapi.ProduceResult, error) {
+func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte, retriable func(error) bool) (brokerapi.ProduceResult, error) {
+	return retry(ctx, retriable, func() (brokerapi.ProduceResult, error) {
 		addr, _, err := g.view.Current().Leader(topic, p)
 		if err != nil {
 			return brokerapi.ProduceResult{}, err

@@ -62,7 +62,7 @@ func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
 			}
 			s.list(']', func() { recs = append(recs, s.record(len(recs))) })
 		case "producer_id":
-			pf.id = intInto("producer_id", 0, 1<<62)
+			pf.id = intInto("producer_id", 1, 1<<62)
 		case "producer_epoch":
 			e := int16(*intInto("producer_epoch", 0, 1<<15-1))
 			pf.epoch = &e

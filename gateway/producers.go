@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coord"
+)
+
+// Idempotent producers. Ids come from sequential nodes under /producer_ids
+// (the sequence number is the id) holding the current epoch. POST
+// /v1/producers with an id bumps the epoch by a conditional write, which
+// fences every older instance: the gateway refuses their produces with
+// PRODUCER_FENCED, and so does every partition once the new epoch wrote to
+// it. Brokers deduplicate retried batches by (id, epoch, sequence).
+
+// producerEpochs caches producer epochs, each watched so a bump by any
+// gateway is seen at once. Guarded by mu; one watcher goroutine per cached
+// id, owned by the gateway's WaitGroup, ends when its watch fires.
+type producerEpochs struct {
+	mu     sync.Mutex
+	epochs map[int64]int16
+}
+
+// handleInitProducer is POST /v1/producers.
+func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
+	var req api.InitProducerRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "body is not a producer request: %v", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	var (
+		id  api.ProducerIdentity
+		err error
+	)
+	if req.ProducerID == nil {
+		id, err = g.newProducer(ctx)
+	} else {
+		id, err = g.bumpProducer(ctx, *req.ProducerID)
+	}
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, id)
+}
+
+func (g *Gateway) newProducer(ctx context.Context) (api.ProducerIdentity, error) {
+	if err := coord.EnsurePath(ctx, g.opts.Coord, cluster.ProducersPath); err != nil {
+		return api.ProducerIdentity{}, err
+	}
+	data, _ := json.Marshal(api.ProducerRecord{Epoch: 0})
+	for {
+		path, err := g.opts.Coord.Create(ctx, cluster.ProducersPath+"/p-", data, coord.Sequential)
+		if err != nil {
+			return api.ProducerIdentity{}, err
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(path[strings.LastIndexByte(path, '/')+1:], "p-"), 10, 64)
+		if err != nil {
+			return api.ProducerIdentity{}, api.Errorf(api.CodeInternal, "unexpected producer node %q", path)
+		}
+		if n > 0 { // id 0 means "no producer" in a batch header: skip it
+			return api.ProducerIdentity{ProducerID: n}, nil
+		}
+	}
+}
+
+func (g *Gateway) bumpProducer(ctx context.Context, id int64) (api.ProducerIdentity, error) {
+	for {
+		data, st, err := g.opts.Coord.Get(ctx, cluster.ProducerPath(id))
+		if errors.Is(err, coord.ErrNoNode) {
+			return api.ProducerIdentity{}, api.Errorf(api.CodeUnknownProducer, "producer id %d was never issued", id)
+		}
+		if err != nil {
+			return api.ProducerIdentity{}, err
+		}
+		var rec api.ProducerRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return api.ProducerIdentity{}, api.Errorf(api.CodeInternal, "producer %d: unreadable record", id)
+		}
+		if rec.Epoch == 1<<15-1 {
+			return api.ProducerIdentity{}, api.Errorf(api.CodeInvalidRequest, "producer %d has used every epoch; ask for a new id", id)
+		}
+		rec.Epoch++
+		data, _ = json.Marshal(rec)
+		_, err = g.opts.Coord.Set(ctx, cluster.ProducerPath(id), data, st.Version)
+		if errors.Is(err, coord.ErrBadVersion) {
+			continue // another instance bumped it at the same moment: bump again
+		}
+		if err != nil {
+			return api.ProducerIdentity{}, err
+		}
+		return api.ProducerIdentity{ProducerID: id, ProducerEpoch: rec.Epoch}, nil
+	}
+}
+
+// producerEpoch returns a producer id's current epoch, cached under a watch.
+func (g *Gateway) producerEpoch(ctx context.Context, id int64) (int16, error) {
+	g.producers.mu.Lock()
+	e, ok := g.producers.epochs[id]
+	g.producers.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	data, _, ch, err := g.opts.Coord.GetW(ctx, cluster.ProducerPath(id))
+	if errors.Is(err, coord.ErrNoNode) {
+		return 0, api.Errorf(api.CodeUnknownProducer, "producer id %d was never issued", id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	var rec api.ProducerRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return 0, api.Errorf(api.CodeInternal, "producer %d: unreadable record", id)
+	}
+	g.producers.mu.Lock()
+	if g.producers.epochs == nil {
+		g.producers.epochs = map[int64]int16{}
+	}
+	g.producers.epochs[id] = rec.Epoch
+	g.producers.mu.Unlock()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		select {
+		case <-ch:
+		case <-g.ctx.Done():
+		}
+		g.producers.mu.Lock()
+		delete(g.producers.epochs, id)
+		g.producers.mu.Unlock()
+	}()
+	return rec.Epoch, nil
+}
+
+// checkProducer validates a produce request's idempotence fields against the
+// partitions it writes, and returns the base sequence per partition.
+func (g *Gateway) checkProducer(ctx context.Context, pf producerFields, parts []int32) (map[int32]int32, error) {
+	if pf.id == nil {
+		if pf.epoch != nil || pf.sequences != nil {
+			return nil, api.Errorf(api.CodeInvalidRequest, "producer_epoch and sequences need producer_id")
+		}
+		return nil, nil
+	}
+	if pf.epoch == nil {
+		return nil, api.Errorf(api.CodeInvalidRequest, "producer_id needs producer_epoch")
+	}
+	current, err := g.producerEpoch(ctx, *pf.id)
+	if err != nil {
+		return nil, err
+	}
+	if *pf.epoch < current {
+		return nil, api.Errorf(api.CodeProducerFenced, "producer %d epoch %d is fenced by epoch %d", *pf.id, *pf.epoch, current)
+	}
+	if *pf.epoch > current {
+		return nil, api.Errorf(api.CodeInvalidRequest, "producer %d has no epoch %d yet (current %d)", *pf.id, *pf.epoch, current)
+	}
+	seqs := make(map[int32]int32, len(parts))
+	for _, p := range parts {
+		s, ok := pf.sequences[strconv.Itoa(int(p))]
+		if !ok {
+			return nil, api.Errorf(api.CodeInvalidRequest, `"sequences" has no entry for partition %d, which this request writes`, p)
+		}
+		if s < 0 {
+			return nil, api.Errorf(api.CodeInvalidRequest, "sequence %d for partition %d is negative", s, p)
+		}
+		seqs[p] = s
+	}
+	return seqs, nil
+}
