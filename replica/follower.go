@@ -45,6 +45,7 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 	log := cfg.Logger.With("partition", cfg.Topic, "p", cfg.Partition, "leader", cfg.LeaderID, "epoch", cfg.LeaderEpoch)
 	backoff := newBackoff()
 	truncated := false
+	var scratch []byte // reused by every fetch of this run
 	for ctx.Err() == nil {
 		if !truncated {
 			if err := truncateToLeader(ctx, cfg, log); err != nil {
@@ -56,7 +57,7 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 			}
 			truncated = true
 		}
-		err := fetchOnce(ctx, cfg)
+		err := fetchOnce(ctx, cfg, &scratch)
 		switch {
 		case err == nil:
 			backoff.reset()
@@ -76,8 +77,9 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 	}
 }
 
-// fetchOnce fetches from the local log end and appends what comes back.
-func fetchOnce(ctx context.Context, cfg FollowerConfig) error {
+// fetchOnce fetches from the local log end and appends what comes back,
+// reading into *scratch (grown as needed; the log copies what it appends).
+func fetchOnce(ctx context.Context, cfg FollowerConfig, scratch *[]byte) error {
 	leo := cfg.Log.Offsets().LogEnd
 	fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait+30*time.Second)
 	defer cancel()
@@ -89,7 +91,10 @@ func fetchOnce(ctx context.Context, cfg FollowerConfig) error {
 	}
 	defer fr.Body.Close()
 	if fr.Size > 0 {
-		buf := make([]byte, fr.Size)
+		if int64(cap(*scratch)) < fr.Size {
+			*scratch = make([]byte, fr.Size)
+		}
+		buf := (*scratch)[:fr.Size]
 		if _, err := io.ReadFull(fr.Body, buf); err != nil {
 			return api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
 		}

@@ -37,7 +37,10 @@ type benchConfig struct {
 	size        int
 	duration    time.Duration
 	acks        string
-	baseline    bool
+	baseline    string
+	brokers     int
+	rf          int
+	rate        float64
 	raw         bool
 	rounds      int
 	configs     map[string]string
@@ -50,7 +53,10 @@ func runBench(ctx context.Context, args []string) error {
 	mode := args[0]
 	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)
 	var c benchConfig
-	fs.StringVar(&c.url, "url", "", "gateway base URL; empty starts an embedded one-broker cluster in a temporary directory")
+	fs.StringVar(&c.url, "url", "", "gateway base URL; empty starts an embedded cluster (--brokers) in a temporary directory")
+	fs.IntVar(&c.brokers, "brokers", 1, "brokers of the embedded cluster")
+	fs.IntVar(&c.rf, "replication-factor", 1, "replication factor of a created topic")
+	fs.Float64Var(&c.rate, "rate", 0, "produce: requests per second over all connections (0: as fast as possible); use it to measure latency at a fixed load")
 	fs.StringVar(&c.topic, "topic", "bench", "topic (created if missing)")
 	fs.IntVar(&c.partitions, "partitions", 8, "partitions of a created topic")
 	fs.IntVar(&c.connections, "connections", 8, "concurrent HTTP connections")
@@ -58,7 +64,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.size, "size", 100, "bytes per record value")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long to produce in each round")
 	fs.StringVar(&c.acks, "acks", "1", "acks for produce: 0, 1 or all")
-	fs.BoolVar(&c.baseline, "baseline", true, "produce: also run the same load against a plain net/http server that only appends bodies to a file (the ceiling), in this process")
+	fs.StringVar(&c.baseline, "baseline", "append", "produce: what to compare with, run in alternating rounds in the same process: append (a plain net/http server that only appends bodies to a file: the ceiling), rf1 (acks=1 on a replication-factor-1 topic of the same cluster), or none")
 	c.configs = map[string]string{}
 	fs.Func("config", "topic config key=value for a created topic (repeatable)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
@@ -88,18 +94,27 @@ func runBench(ctx context.Context, args []string) error {
 	if c.size < 2 || c.batch < 1 || c.connections < 1 || c.rounds < 1 {
 		return errors.New("--size must be >= 2, --batch, --connections and --rounds >= 1")
 	}
+	if c.baseline != "append" && c.baseline != "rf1" && c.baseline != "none" {
+		return fmt.Errorf("--baseline %q: want append, rf1 or none", c.baseline)
+	}
 	if c.url == "" {
-		url, stop, err := startEmbedded()
+		url, stop, err := startEmbedded(c.brokers)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		c.url = url
 	}
-	if err := ensureTopic(c.url, c.topic, c.partitions, c.configs); err != nil {
+	if err := ensureTopic(c.url, c.topic, c.partitions, c.rf, c.configs); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s, acks=%s\n", mode, c.connections, c.batch, c.size, c.duration, c.acks)
+	rf1Topic := c.topic + "-rf1"
+	if c.baseline == "rf1" {
+		if err := ensureTopic(c.url, rf1Topic, c.partitions, 1, nil); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.connections, c.batch, c.size, c.duration, c.acks, c.rf)
 	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
 	if mode == "consume" {
 		res, err := benchConsume(ctx, c)
@@ -112,7 +127,8 @@ func runBench(ctx context.Context, args []string) error {
 	body := ndjsonBody(c.batch, c.size)
 	var bases, results []float64
 	for round := 0; round < c.rounds; round++ {
-		if c.baseline {
+		switch c.baseline {
+		case "append":
 			url, stop, err := startAppendServer()
 			if err != nil {
 				return err
@@ -124,6 +140,13 @@ func runBench(ctx context.Context, args []string) error {
 			}
 			base.print("baseline")
 			bases = append(bases, base.recordsPerSec)
+		case "rf1":
+			base, err := benchProduce(ctx, c, c.url+"/v1/topics/"+rf1Topic+"/records?acks=1", body)
+			if err != nil {
+				return err
+			}
+			base.print("acks1-rf1")
+			bases = append(bases, base.recordsPerSec)
 		}
 		res, err := benchProduce(ctx, c, c.url+"/v1/topics/"+c.topic+"/records?acks="+c.acks, body)
 		if err != nil {
@@ -132,7 +155,7 @@ func runBench(ctx context.Context, args []string) error {
 		res.print("sluice")
 		results = append(results, res.recordsPerSec)
 	}
-	if c.baseline {
+	if c.baseline != "none" {
 		// Rounds alternate the two targets, so slow spells of a shared
 		// machine hit both; medians keep one bad round from deciding.
 		fmt.Printf("median records/s: baseline %.0f, sluice %.0f; ratio sluice/baseline: %.2f\n",
@@ -213,6 +236,27 @@ func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (
 		wg       sync.WaitGroup
 	)
 	start := time.Now()
+	// With a rate, requests leave on a shared schedule; latency is measured
+	// from the scheduled time, so a slow server cannot hide its queueing.
+	var ticks chan time.Time
+	if c.rate > 0 {
+		ticks = make(chan time.Time, c.connections)
+		go func() {
+			interval := time.Duration(float64(time.Second) / c.rate)
+			next := time.Now()
+			for ctx.Err() == nil {
+				select {
+				case ticks <- next:
+				case <-ctx.Done():
+					return
+				}
+				next = next.Add(interval)
+				if d := time.Until(next); d > 0 {
+					time.Sleep(d)
+				}
+			}
+		}()
+	}
 	for i := 0; i < c.connections; i++ {
 		wg.Add(1)
 		go func() {
@@ -221,6 +265,13 @@ func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (
 			var n int64
 			for ctx.Err() == nil {
 				t0 := time.Now()
+				if ticks != nil {
+					select {
+					case t0 = <-ticks:
+					case <-ctx.Done():
+						continue
+					}
+				}
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/x-ndjson")
 				resp, err := client.Do(req)
@@ -343,8 +394,8 @@ func getJSON(url string, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-func ensureTopic(base, topic string, partitions int, configs map[string]string) error {
-	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, Configs: configs})
+func ensureTopic(base, topic string, partitions, rf int, configs map[string]string) error {
+	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
 	resp, err := http.Post(base+"/v1/topics", "application/json", bytes.NewReader(b))
 	if err != nil {
 		return err
@@ -356,9 +407,9 @@ func ensureTopic(base, topic string, partitions int, configs map[string]string) 
 	return api.ReadError(resp)
 }
 
-// startEmbedded runs a one-broker cluster in this process on a temporary
+// startEmbedded runs a cluster of n brokers in this process on a temporary
 // directory, for benchmarking without a separate server.
-func startEmbedded() (string, func(), error) {
+func startEmbedded(n int) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return "", nil, err
@@ -368,14 +419,19 @@ func startEmbedded() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	b, err := broker.New(broker.Options{ID: 1, DataDir: filepath.Join(dir, "broker-1"), Coord: store.Session(), Logger: log})
-	if err != nil {
-		return "", nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		return "", nil, err
+	var brokers []*broker.Broker
+	for i := 1; i <= n; i++ {
+		b, err := broker.New(broker.Options{ID: int32(i), DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)), Coord: store.Session(), Logger: log})
+		if err != nil {
+			return "", nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = b.Start(ctx)
+		cancel()
+		if err != nil {
+			return "", nil, err
+		}
+		brokers = append(brokers, b)
 	}
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log})
 	if err != nil {
@@ -394,7 +450,9 @@ func startEmbedded() (string, func(), error) {
 	}
 	return url, func() {
 		gw.Close()
-		b.Close()
+		for _, b := range brokers {
+			b.Close()
+		}
 		store.Close()
 		os.RemoveAll(dir)
 	}, nil
