@@ -206,6 +206,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goFunc(func() { b.ctl.run(runCtx) })
 	b.goFunc(func() { b.retentionLoop(runCtx) })
 	b.goFunc(func() { b.isrLoop(runCtx) })
+	b.goFunc(func() { b.hwCheckpointLoop(runCtx) })
 	b.goFunc(func() { b.sessionLoop(runCtx) })
 	select {
 	case <-b.view.Loaded():
@@ -292,6 +293,26 @@ func (b *Broker) retentionLoop(ctx context.Context) {
 			return
 		}
 		b.ApplyRetention()
+	}
+}
+
+// hwCheckpointLoop writes every partition's HW checkpoint every 5 s (Kafka's
+// replica.high.watermark.checkpoint.interval.ms), so a broker restarted after
+// a crash serves reads up to nearly where it was before its followers report.
+func (b *Broker) hwCheckpointLoop(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		for _, p := range b.parts.all() {
+			if err := p.log.CheckpointHW(); err != nil {
+				b.log.Error("HW checkpoint failed", "partition", p.String(), "err", err)
+			}
+		}
 	}
 }
 

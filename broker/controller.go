@@ -152,6 +152,10 @@ func (ctl *controller) createTopic(ctx context.Context, req api.CreateTopicReque
 	if req.Partitions < 1 || req.Partitions > MaxPartitions {
 		return api.Errorf(api.CodeInvalidPartitions, "partitions=%d: want 1 to %d", req.Partitions, MaxPartitions)
 	}
+	// Assign over the brokers alive now, not as of the last watch event.
+	if err := ctl.viewRefresh(ctx); err != nil {
+		return err
+	}
 	md := ctl.view.Current()
 	brokers := md.BrokerIDs()
 	if req.ReplicationFactor < 1 || req.ReplicationFactor > len(brokers) {

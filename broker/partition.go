@@ -99,7 +99,11 @@ func (p *Partition) applyState(st api.PartitionState, version int32) {
 		p.mu.Unlock()
 		return
 	}
-	sameRole := st.LeaderEpoch == p.state.LeaderEpoch && st.Leader == p.state.Leader && !p.fenced
+	// The role is in place when this leadership's leader or follower loop
+	// already runs; a follower that could not start (its leader was not
+	// registered yet) is started by a later call with the same state.
+	running := st.Leader < 0 || (st.Leader == p.deps.self && p.progress != nil) || (st.Leader != p.deps.self && p.follow != nil)
+	sameRole := st.LeaderEpoch == p.state.LeaderEpoch && st.Leader == p.state.Leader && !p.fenced && running
 	p.state, p.stateVersion, p.fenced = st, version, false
 	if sameRole {
 		if p.progress != nil {

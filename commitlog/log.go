@@ -41,6 +41,7 @@ type Log struct {
 	unflushed  int64         // records appended since the last fsync
 	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval
 	hwCh       chan struct{} // closed and replaced whenever hw or the log end moves
+	hwSaved    int64         // the HW last written to the checkpoint file
 	closed     bool
 }
 
@@ -378,6 +379,23 @@ func (l *Log) Wait(ctx context.Context, hw, leo int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// CheckpointHW writes the HW to its checkpoint file if it moved since the last
+// write. A broker calls it periodically, so that after a crash the HW starts
+// close to where it was instead of at the log start (it is only a starting
+// point: a leader recomputes it from its ISR, a follower takes the leader's).
+func (l *Log) CheckpointHW() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.writeErr != nil || l.hw == l.hwSaved {
+		return nil
+	}
+	if err := writeInt64File(l.fs, l.dir, hwFile, l.hw); err != nil {
+		return l.failLocked(err)
+	}
+	l.hwSaved = l.hw
+	return nil
 }
 
 // LatestEpoch returns the newest leader epoch in the log's lineage, or -1.

@@ -131,6 +131,7 @@ func (l *Log) load() error {
 		hw = 0
 	}
 	l.hw = min(max(hw, l.startLocked()), leo)
+	l.hwSaved = hw
 
 	if clean {
 		// From here on a crash must trigger recovery again.

@@ -115,6 +115,35 @@ func (p *devProcess) kill() {
 	<-p.done
 }
 
+// waitSettled waits until every partition of topic has a leader, its full ISR,
+// and an HW at its log end: what a restarted cluster reaches once its
+// followers have reported in. Reading before that sees less, not wrong data.
+func waitSettled(t *testing.T, base, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var tp api.Topic
+		resp, err := http.Get(base + "/v1/topics/" + topic)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&tp)
+			resp.Body.Close()
+		}
+		settled := err == nil && len(tp.Partitions) > 0
+		for _, p := range tp.Partitions {
+			if p.Offline || len(p.ISR) != len(p.Replicas) || p.HighWatermark != p.LogEndOffset {
+				settled = false
+			}
+		}
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s did not settle: %+v %v", topic, tp.Partitions, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 type logWriter struct {
 	t      *testing.T
 	prefix string
@@ -195,6 +224,7 @@ func TestKillNineKeepsAckedRecords(t *testing.T) {
 	}
 
 	p = startDev(t, dir)
+	waitSettled(t, p.base, "crash")
 	seen := map[string]api.RecordOffset{}
 	for part := int32(0); part < 3; part++ {
 		next := int64(0)

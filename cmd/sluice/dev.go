@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice"
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
@@ -24,7 +25,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:8080"), "public HTTP address (env SLUICE_ADDR)")
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
-	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 1), "brokers to run in the process (env SLUICE_BROKERS)")
+	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 3), "brokers to run in the process (env SLUICE_BROKERS); topics get replication factor min(3, brokers) by default")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,6 +84,9 @@ func runDev(ctx context.Context, args []string) error {
 	defer gw.Close()
 
 	base := "http://" + gw.Addr()
+	if err := waitBrokers(ctx, base, *nBrokers); err != nil {
+		return err
+	}
 	fmt.Printf(`Sluice %s is up: gateway %s, %d broker(s), data in %s
 
 Try:
@@ -95,6 +99,34 @@ Ctrl-C stops it.
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
+}
+
+// waitBrokers polls the gateway until it sees n live brokers and a controller,
+// so that the first topic created gets its full replication factor.
+func waitBrokers(ctx context.Context, base string, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ci api.ClusterInfo
+		if err := getJSON(base+"/v1/cluster", &ci); err == nil && ci.Controller >= 0 {
+			alive := 0
+			for _, b := range ci.Brokers {
+				if b.Alive {
+					alive++
+				}
+			}
+			if alive >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway does not see %d brokers after 30 s", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func envInt(name string, def int) int {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,9 +68,12 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// tailLines is how many lines of each process's output are kept for the
-// failure report.
-const tailLines = 40
+// tailLines is how many lines of each process's output the failure report
+// shows; maxLines bounds what is kept for tests to search.
+const (
+	tailLines = 40
+	maxLines  = 100_000
+)
 
 // process is one child process of the harness (a broker or the gateway) that
 // can be started again with the same arguments after it ended. Its output
@@ -85,8 +89,7 @@ type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the current run has been waited for
 	paused  bool
-	tail    []string // ring of the last tailLines lines, all runs
-	tailPos int
+	lines   []string // every line of every run, up to maxLines
 	runs    int
 }
 
@@ -153,6 +156,13 @@ func (p *process) exitedLocked() bool {
 	default:
 		return false
 	}
+}
+
+// isPaused reports whether the current run was sent SIGSTOP and not SIGCONT.
+func (p *process) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused && p.cmd != nil && !p.exitedLocked()
 }
 
 // running reports whether the current run has not exited (paused counts).
@@ -225,23 +235,26 @@ func (p *process) stop(timeout time.Duration) error {
 func (p *process) addLine(run int, line string) {
 	prefixed := fmt.Sprintf("%s#%d| %s", p.name, run, line)
 	p.mu.Lock()
-	if len(p.tail) < tailLines {
-		p.tail = append(p.tail, prefixed)
-	} else {
-		p.tail[p.tailPos] = prefixed
-		p.tailPos = (p.tailPos + 1) % tailLines
+	if len(p.lines) < maxLines {
+		p.lines = append(p.lines, prefixed)
 	}
 	p.mu.Unlock()
 	p.t.Log(prefixed)
 }
 
-// lastLines returns the kept lines, oldest first.
+// lastLines returns the last tailLines lines, oldest first.
 func (p *process) lastLines() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.tail))
-	out = append(out, p.tail[p.tailPos:]...)
-	return append(out, p.tail[:p.tailPos]...)
+	return slices.Clone(p.lines[max(0, len(p.lines)-tailLines):])
+}
+
+// allLines returns every line kept, oldest first, each prefixed with
+// "name#run| ".
+func (p *process) allLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.lines)
 }
 
 // lineWriter splits one output stream of a process into lines for

@@ -1,0 +1,588 @@
+// Package clustertest runs a real multi-process Sluice cluster for fault
+// tests: N `sluice broker` processes and one `sluice gateway` over the shared
+// test ZooKeeper (each cluster under a chroot of its own), with a TCP proxy on
+// every broker→broker link and every broker→ZooKeeper link so that a test can
+// cut them, and process control (SIGKILL, restart, SIGSTOP/SIGCONT) by PID.
+//
+// A History (history.go) records what concurrent producers were told and
+// checks it against what the partitions hold at the end; replicas.go compares
+// the replicas' logs batch by batch.
+//
+// One seed drives every random choice of a test; it is printed at the start
+// and on failure, and SLUICE_FAULT_SEED replays it.
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/internal/testsvc"
+)
+
+// EnvSeed overrides the seed of every test in the package.
+const EnvSeed = "SLUICE_FAULT_SEED"
+
+// Options shape a cluster. Zero values take the defaults.
+type Options struct {
+	// Brokers is the number of brokers, IDs 1..Brokers. Default 3.
+	Brokers int
+	// SessionTimeout is each broker's --zk-session-timeout. Default 3 s
+	// (ZooKeeper raises it to its minimum, 2 ticks: 4 s with tickTime 2000).
+	SessionTimeout time.Duration
+	// ReplicaLagTimeMax is each broker's --replica-lag-time-max. Default 2 s.
+	ReplicaLagTimeMax time.Duration
+	// LogLevel of every process. Default info.
+	LogLevel string
+}
+
+func (o *Options) defaults() {
+	if o.Brokers == 0 {
+		o.Brokers = 3
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 3 * time.Second
+	}
+	if o.ReplicaLagTimeMax == 0 {
+		o.ReplicaLagTimeMax = 2 * time.Second
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+}
+
+// Cluster is a running cluster. Its methods are called from the test's
+// goroutine, except Logf, HTTP and the read-only API helpers, which any
+// goroutine may call.
+type Cluster struct {
+	T    testing.TB
+	Seed uint64
+	// Rand is the test's source of random choices; only the test's goroutine
+	// uses it (NewRand gives other goroutines their own).
+	Rand *rand.Rand
+	// URL is the gateway's base URL, http://127.0.0.1:PORT.
+	URL string
+	// ZK is the connect string with the cluster's chroot (direct, no proxy).
+	ZK string
+
+	opts    Options
+	start   time.Time
+	brokers map[int32]*Broker
+	gateway *process
+	links   map[[2]int32]*Proxy // [from, to]
+	http    *http.Client
+}
+
+// Broker is one broker process of the cluster.
+type Broker struct {
+	ID      int32
+	Addr    string // internal API, as registered (the gateway dials it directly)
+	DataDir string
+	// ZKLink is the proxy between this broker and ZooKeeper.
+	ZKLink *Proxy
+	proc   *process
+}
+
+// SeedFor returns the seed of a test: SLUICE_FAULT_SEED if set, else a fresh
+// random one.
+func SeedFor(t testing.TB) uint64 {
+	t.Helper()
+	if s := os.Getenv(EnvSeed); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer", EnvSeed, s)
+		}
+		return n
+	}
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000
+}
+
+// Start builds the binary (once), starts the brokers and the gateway, and
+// waits until the gateway sees every broker and a controller. Everything is
+// killed and closed when the test ends.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	opts.defaults()
+	seed := SeedFor(t)
+	h := fnv.New64a()
+	h.Write([]byte(t.Name()))
+	c := &Cluster{
+		T: t, Seed: seed, Rand: rand.New(rand.NewPCG(seed, h.Sum64())),
+		opts: opts, start: time.Now(), brokers: map[int32]*Broker{}, links: map[[2]int32]*Proxy{},
+		http: &http.Client{Timeout: 15 * time.Second},
+	}
+	c.Logf("seed %d (replay with %s=%d)", seed, EnvSeed, seed)
+	bin := Binary(t)
+	c.ZK = testsvc.ZooKeeper(t) + "/clustertest-" + randomHex(6)
+
+	// LIFO: on the way out, report (while the logs are fresh), then kill the
+	// processes, then close the proxies they dialled.
+	t.Cleanup(c.closeProxies)
+	t.Cleanup(c.killAll)
+	t.Cleanup(c.reportOnFailure)
+
+	ports := pickPorts(t, opts.Brokers+1)
+	for i := 1; i <= opts.Brokers; i++ {
+		id := int32(i)
+		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: t.TempDir()}
+		zkHost, _, _ := strings.Cut(c.ZK, "/")
+		p, err := NewProxy(fmt.Sprintf("b%d→zk", id), zkHost, c.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.ZKLink = p
+		c.brokers[id] = b
+	}
+	for _, from := range c.BrokerIDs() {
+		for _, to := range c.BrokerIDs() {
+			if from == to {
+				continue
+			}
+			p, err := NewProxy(fmt.Sprintf("b%d→b%d", from, to), c.brokers[to].Addr, c.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.links[[2]int32{from, to}] = p
+		}
+	}
+	_, chroot, _ := strings.Cut(c.ZK, "/")
+	for _, id := range c.BrokerIDs() {
+		b := c.brokers[id]
+		args := []string{"broker", "--id", strconv.Itoa(int(id)), "--addr", b.Addr, "--data", b.DataDir,
+			"--zk", b.ZKLink.Addr() + "/" + chroot,
+			"--zk-session-timeout", opts.SessionTimeout.String(),
+			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
+			"--log-level", opts.LogLevel}
+		for _, to := range c.BrokerIDs() {
+			if to != id {
+				args = append(args, "--peer-address", fmt.Sprintf("%d=%s", to, c.links[[2]int32{id, to}].Addr()))
+			}
+		}
+		b.proc = newProcess(t, fmt.Sprintf("b%d", id), bin, args, c.Logf)
+		if err := b.proc.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range c.BrokerIDs() {
+		c.waitBrokerReady(id, 30*time.Second)
+	}
+	gwAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[opts.Brokers]))
+	c.URL = "http://" + gwAddr
+	c.gateway = newProcess(t, "gw", bin, []string{"gateway", "--addr", gwAddr, "--zk", c.ZK,
+		"--zk-session-timeout", opts.SessionTimeout.String(), "--log-level", opts.LogLevel}, c.Logf)
+	if err := c.gateway.start(); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor("the gateway to see every broker and a controller", 30*time.Second, func() (bool, string) {
+		ci, err := c.ClusterInfo()
+		if err != nil {
+			return false, err.Error()
+		}
+		alive := 0
+		for _, b := range ci.Brokers {
+			if b.Alive {
+				alive++
+			}
+		}
+		return alive == opts.Brokers && ci.Controller > 0, fmt.Sprintf("%d alive, controller %d", alive, ci.Controller)
+	})
+	c.Logf("cluster up: %d brokers, gateway %s, zk %s", opts.Brokers, c.URL, c.ZK)
+	return c
+}
+
+// Logf logs with the wall-clock time (to match the processes' log lines)
+// and the time since the cluster started.
+func (c *Cluster) Logf(format string, args ...any) {
+	now := time.Now()
+	c.T.Logf("%s +%6.3fs  %s", now.Format("15:04:05.000"), now.Sub(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// NewRand returns a random source for another goroutine, drawn from Rand.
+func (c *Cluster) NewRand() *rand.Rand {
+	return rand.New(rand.NewPCG(c.Rand.Uint64(), c.Rand.Uint64()))
+}
+
+// BrokerIDs lists the brokers' IDs in order.
+func (c *Cluster) BrokerIDs() []int32 {
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Broker returns broker id.
+func (c *Cluster) Broker(id int32) *Broker {
+	b, ok := c.brokers[id]
+	if !ok {
+		c.T.Fatalf("no broker %d", id)
+	}
+	return b
+}
+
+// Link is the proxy that carries broker from's calls to broker to.
+func (c *Cluster) Link(from, to int32) *Proxy {
+	p, ok := c.links[[2]int32{from, to}]
+	if !ok {
+		c.T.Fatalf("no link b%d→b%d", from, to)
+	}
+	return p
+}
+
+// Kill sends SIGKILL to broker id and waits for it to exit.
+func (c *Cluster) Kill(id int32) {
+	c.T.Helper()
+	c.Logf("FAULT: SIGKILL b%d (pid %d)", id, c.Broker(id).proc.pid())
+	if err := c.Broker(id).proc.kill(); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// Stop ends broker id cleanly (SIGTERM; SIGKILL after 15 s).
+func (c *Cluster) Stop(id int32) {
+	c.T.Helper()
+	c.Logf("stopping b%d (SIGTERM, pid %d)", id, c.Broker(id).proc.pid())
+	if err := c.Broker(id).proc.stop(15 * time.Second); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// StartBroker starts broker id again (same ID, data dir, ports) without
+// waiting for it to be ready.
+func (c *Cluster) StartBroker(id int32) {
+	c.T.Helper()
+	if err := c.Broker(id).proc.start(); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// Restart starts broker id again and waits until it is registered.
+func (c *Cluster) Restart(id int32) {
+	c.T.Helper()
+	c.StartBroker(id)
+	c.waitBrokerReady(id, 30*time.Second)
+}
+
+// Pause sends SIGSTOP to broker id.
+func (c *Cluster) Pause(id int32) {
+	c.T.Helper()
+	c.Logf("FAULT: SIGSTOP b%d (pid %d)", id, c.Broker(id).proc.pid())
+	if err := c.Broker(id).proc.signal(syscall.SIGSTOP); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// Resume sends SIGCONT to broker id.
+func (c *Cluster) Resume(id int32) {
+	c.T.Helper()
+	c.Logf("SIGCONT b%d (pid %d)", id, c.Broker(id).proc.pid())
+	if err := c.Broker(id).proc.signal(syscall.SIGCONT); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// BrokerLog returns every output line of broker id so far, all runs, each
+// prefixed with "b<id>#<run>| ".
+func (c *Cluster) BrokerLog(id int32) []string { return c.Broker(id).proc.allLines() }
+
+// GrepBrokerLog returns broker id's lines that contain every one of words.
+func (c *Cluster) GrepBrokerLog(id int32, words ...string) []string {
+	var out []string
+	for _, l := range c.BrokerLog(id) {
+		ok := true
+		for _, w := range words {
+			if !strings.Contains(l, w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Running reports whether broker id's process is alive (paused counts).
+func (c *Cluster) Running(id int32) bool { return c.Broker(id).proc.running() }
+
+// waitBrokerReady polls the broker's health route until it is registered
+// and has metadata.
+func (c *Cluster) waitBrokerReady(id int32, timeout time.Duration) {
+	c.T.Helper()
+	b := c.Broker(id)
+	c.WaitFor(fmt.Sprintf("b%d to be ready", id), timeout, func() (bool, string) {
+		if !b.proc.running() {
+			c.T.Fatalf("b%d exited while starting; its last lines:\n%s", id, strings.Join(b.proc.lastLines(), "\n"))
+		}
+		var h brokerapi.Health
+		err := c.getJSON("http://"+b.Addr+brokerapi.PathHealth, &h, 2*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		return h.Ready, fmt.Sprintf("%+v", h)
+	})
+}
+
+// WaitFor polls cond every 50 ms until it holds, and fails the test with
+// cond's last status if timeout passes first. It returns how long it waited.
+func (c *Cluster) WaitFor(what string, timeout time.Duration, cond func() (ok bool, status string)) time.Duration {
+	c.T.Helper()
+	d, status, ok := c.Poll(timeout, cond)
+	if !ok {
+		c.T.Fatalf("timed out after %v waiting for %s; last status: %s", timeout, what, status)
+	}
+	return d
+}
+
+// Poll is WaitFor without failing: ok is false on timeout.
+func (c *Cluster) Poll(timeout time.Duration, cond func() (ok bool, status string)) (waited time.Duration, status string, ok bool) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		ok, status = cond()
+		if ok {
+			return time.Since(start), status, true
+		}
+		if time.Now().After(deadline) {
+			return time.Since(start), status, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ---------------------------------------------------------------- public API
+
+// HTTP is the client for the public API; its requests time out in 15 s.
+func (c *Cluster) HTTP() *http.Client { return c.http }
+
+func (c *Cluster) getJSON(url string, out any, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return json.Unmarshal(body, out)
+}
+
+// ClusterInfo is GET /v1/cluster.
+func (c *Cluster) ClusterInfo() (api.ClusterInfo, error) {
+	var ci api.ClusterInfo
+	err := c.getJSON(c.URL+"/v1/cluster", &ci, 5*time.Second)
+	return ci, err
+}
+
+// Topic is GET /v1/topics/{name}.
+func (c *Cluster) Topic(name string) (api.Topic, error) {
+	var t api.Topic
+	err := c.getJSON(c.URL+"/v1/topics/"+name, &t, 5*time.Second)
+	return t, err
+}
+
+// Partition is one partition of GET /v1/topics/{name}.
+func (c *Cluster) Partition(topic string, p int32) (api.PartitionInfo, error) {
+	t, err := c.Topic(topic)
+	if err != nil {
+		return api.PartitionInfo{}, err
+	}
+	if int(p) >= len(t.Partitions) {
+		return api.PartitionInfo{}, fmt.Errorf("topic %s has %d partitions", topic, len(t.Partitions))
+	}
+	return t.Partitions[p], nil
+}
+
+// CreateTopic is POST /v1/topics with replication factor rf and min.insync.replicas minISR.
+func (c *Cluster) CreateTopic(name string, partitions, rf, minISR int) api.Topic {
+	c.T.Helper()
+	body, _ := json.Marshal(api.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf,
+		Configs: map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}})
+	resp, err := c.http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body))
+	if err != nil {
+		c.T.Fatalf("create topic %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		c.T.Fatalf("create topic %s: %d %s", name, resp.StatusCode, b)
+	}
+	var t api.Topic
+	if err := json.Unmarshal(b, &t); err != nil {
+		c.T.Fatalf("create topic %s: %v", name, err)
+	}
+	c.Logf("created topic %s: %s", name, DescribePartitions(t))
+	return t
+}
+
+// DescribePartitions renders a topic's partitions on one line.
+func DescribePartitions(t api.Topic) string {
+	var sb strings.Builder
+	for i, p := range t.Partitions {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		fmt.Fprintf(&sb, "p%d leader %d epoch %d isr %v replicas %v hw %d leo %d", p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.Replicas, p.HighWatermark, p.LogEndOffset)
+		if p.Offline {
+			sb.WriteString(" OFFLINE")
+		}
+	}
+	return sb.String()
+}
+
+// WaitLeader waits until partition p has a live leader for which ok holds
+// and returns its description.
+func (c *Cluster) WaitLeader(topic string, p int32, timeout time.Duration, ok func(api.PartitionInfo) bool) api.PartitionInfo {
+	c.T.Helper()
+	var last api.PartitionInfo
+	c.WaitFor(fmt.Sprintf("a leader of %s-%d", topic, p), timeout, func() (bool, string) {
+		pi, err := c.Partition(topic, p)
+		if err != nil {
+			return false, err.Error()
+		}
+		last = pi
+		return !pi.Offline && pi.Leader > 0 && (ok == nil || ok(pi)), fmt.Sprintf("%+v", pi)
+	})
+	return last
+}
+
+// WaitFullISR waits until every partition of topic has a leader and all its
+// replicas in the ISR, and (with settled) the leader's HW equal to its log
+// end: a quiet, converged partition.
+func (c *Cluster) WaitFullISR(topic string, timeout time.Duration, settled bool) api.Topic {
+	c.T.Helper()
+	var last api.Topic
+	c.WaitFor(fmt.Sprintf("every replica of %s in the ISR", topic), timeout, func() (bool, string) {
+		t, err := c.Topic(topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		last = t
+		for _, p := range t.Partitions {
+			if p.Offline || len(p.ISR) != len(p.Replicas) || (settled && (p.HighWatermark < 0 || p.HighWatermark != p.LogEndOffset)) {
+				return false, DescribePartitions(t)
+			}
+		}
+		return true, ""
+	})
+	return last
+}
+
+// ---------------------------------------------------------------- teardown
+
+func (c *Cluster) killAll() {
+	if c.gateway != nil {
+		if err := c.gateway.kill(); err != nil {
+			c.T.Errorf("cleanup: %v", err)
+		}
+	}
+	for _, id := range c.BrokerIDs() {
+		if p := c.brokers[id].proc; p != nil {
+			if err := p.kill(); err != nil {
+				c.T.Errorf("cleanup: %v", err)
+			}
+		}
+	}
+}
+
+func (c *Cluster) closeProxies() {
+	for _, p := range c.links {
+		p.Close()
+	}
+	for _, b := range c.brokers {
+		if b.ZKLink != nil {
+			b.ZKLink.Close()
+		}
+	}
+}
+
+func (c *Cluster) reportOnFailure() {
+	if !c.T.Failed() {
+		return
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "FAILED with seed %d (replay: %s=%d go test -run '^%s$' ./internal/clustertest)\n", c.Seed, EnvSeed, c.Seed, c.T.Name())
+	procs := []*process{}
+	for _, id := range c.BrokerIDs() {
+		if p := c.brokers[id].proc; p != nil {
+			procs = append(procs, p)
+		}
+	}
+	if c.gateway != nil {
+		procs = append(procs, c.gateway)
+	}
+	for _, p := range procs {
+		fmt.Fprintf(&sb, "---- last lines of %s (pid %d, running %v):\n", p.name, p.pid(), p.running())
+		for _, l := range p.lastLines() {
+			sb.WriteString("  " + l + "\n")
+		}
+	}
+	c.T.Log(sb.String())
+}
+
+// ---------------------------------------------------------------- helpers
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// pickPorts returns n distinct loopback ports that were free a moment ago,
+// drawn below the kernel's ephemeral range (32768 and up by default), so
+// that outgoing connections cannot take one between the pick and the
+// process's bind, nor while a killed broker is down.
+func pickPorts(t testing.TB, n int) []int {
+	t.Helper()
+	var out []int
+	for tries := 0; len(out) < n && tries < 1000; tries++ {
+		var b [2]byte
+		_, _ = crand.Read(b[:])
+		port := 20000 + int(binary.LittleEndian.Uint16(b[:]))%12768
+		if slices.Contains(out, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		out = append(out, port)
+	}
+	if len(out) < n {
+		t.Fatalf("found only %d free loopback ports of %d", len(out), n)
+	}
+	return out
+}
