@@ -27,13 +27,12 @@ run: build
 test:
 	scripts/with-services.sh $(GO) test $(TEST_FLAGS) $(PKGS)
 
-bench:
+bench: build
 	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
-	@if [ -d cmd/sluice ]; then \
-		$(MAKE) --no-print-directory build && ./bin/sluice bench; \
-	else \
-		echo 'bench: no ./cmd/sluice yet, skipping bin/sluice bench'; \
-	fi
+	@echo '== produce through the gateway vs a plain append-to-file HTTP server (acks=1, RF=1)'
+	./bin/sluice bench produce
+	@echo '== acks=all on replication factor 3 vs acks=1 on replication factor 1, three brokers'
+	./bin/sluice bench produce --brokers 3 --replication-factor 3 --acks all --baseline rf1
 
 lint:
 	$(GO) vet ./...
