@@ -593,3 +593,32 @@ func TestReopenDoesNotRollAtOnce(t *testing.T) {
 		t.Fatalf("reopened log rolled: %v", segs)
 	}
 }
+
+func TestResetTo(t *testing.T) {
+	dir := t.TempDir()
+	fsys := osFS(t, dir)
+	l := openLog(t, fsys, commitlog.Options{SegmentBytes: 2048})
+	for i := 0; i < 20; i++ {
+		if _, err := l.Append(batch(t, "r", 5, 1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.ResetTo(500); err != nil {
+		t.Fatal(err)
+	}
+	if o := l.Offsets(); o.LogStart != 500 || o.LogEnd != 500 || o.HighWatermark != 500 {
+		t.Fatalf("offsets after reset %+v", o)
+	}
+	b := batch(t, "leader", 3, 1)
+	api.SetBaseOffset(b, 500)
+	api.SetLeaderEpoch(b, 4)
+	if _, err := l.AppendReplica(b); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openLog(t, osFS(t, dir), commitlog.Options{SegmentBytes: 2048})
+	defer l.Close()
+	if o := l.Offsets(); o.LogStart != 500 || o.LogEnd != 503 {
+		t.Fatalf("offsets after reopen %+v", o)
+	}
+}

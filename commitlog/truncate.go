@@ -70,3 +70,36 @@ func (l *Log) cutSegmentLocked(seg *segment, pos int64) error {
 	_, err := seg.recover(pos, l.opts.IndexIntervalBytes, nil)
 	return err
 }
+
+// ResetTo empties the log and restarts it at offset: every segment goes and a
+// new empty one starts there. A follower does this when its whole log lies
+// below the leader's log start (retention ran while it was away), since no
+// truncation can make the two agree.
+func (l *Log) ResetTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	for _, s := range l.segments {
+		if err := s.remove(l.fs); err != nil {
+			return l.failLocked(err)
+		}
+	}
+	ns, err := openSegment(l.fs, l.dir, offset, true)
+	if err != nil {
+		return l.failLocked(err)
+	}
+	l.segments = []*segment{ns}
+	l.hw = offset
+	l.epochs.entries = nil
+	l.producers = producerState{}
+	if err := l.saveEpochsLocked(); err != nil {
+		return l.failLocked(err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.failLocked(err)
+	}
+	l.notifyLocked()
+	return nil
+}

@@ -64,7 +64,11 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, api.ErrOffsetOutOfRange):
-			// Our log end is past the leader's: agree on the lineage again.
+			// Either our log end is past the leader's (agree on the lineage
+			// again) or below its log start (start over where it starts).
+			if rerr := resetIfBehind(ctx, cfg, log); rerr != nil && ctx.Err() == nil {
+				log.Debug("reset check failed", "err", rerr)
+			}
 			truncated = false
 			backoff.wait(ctx)
 		case errors.Is(err, api.ErrStorage):
@@ -146,6 +150,22 @@ func truncateToLeader(ctx context.Context, cfg FollowerConfig, log *slog.Logger)
 		if cfg.Log.LatestEpoch() <= res.Epoch || res.Epoch < 0 {
 			return nil
 		}
+	}
+	return nil
+}
+
+// resetIfBehind restarts the local log at the leader's log start when all of
+// it lies below that start (retention removed what we would fetch next).
+func resetIfBehind(ctx context.Context, cfg FollowerConfig, log *slog.Logger) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := cfg.Client.ListOffsets(rctx, cfg.LeaderAddr, cfg.Topic, cfg.Partition, "earliest")
+	if err != nil {
+		return err
+	}
+	if leo := cfg.Log.Offsets().LogEnd; leo < res.LogStartOffset {
+		log.Warn("local log ends below the leader's log start; starting over there", "leo", leo, "leader_log_start", res.LogStartOffset)
+		return cfg.Log.ResetTo(res.LogStartOffset)
 	}
 	return nil
 }
