@@ -166,6 +166,17 @@ func New(opts Options) (*Broker, error) {
 	return b, nil
 }
 
+// PartitionLog returns the local log of a partition replica, or nil when this
+// broker holds none (for tests and tools that inspect replicas).
+func (b *Broker) PartitionLog(topic string, partition int32) *commitlog.Log {
+	b.parts.mu.RLock()
+	defer b.parts.mu.RUnlock()
+	if p := b.parts.parts[topicPartition{topic, partition}]; p != nil {
+		return p.log
+	}
+	return nil
+}
+
 // Handler is the internal API's handler (the server serves it on Addr).
 func (b *Broker) Handler() http.Handler { return b.srv.Handler }
 

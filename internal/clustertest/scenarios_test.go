@@ -245,16 +245,16 @@ func TestZombieLeader(t *testing.T) {
 			minHW = rl.Offsets.HighWatermark
 		}
 	}
-	c.Logf("on disk after a clean stop:%s", DescribeReplicas(logs))
-	if minHW != settled.HighWatermark {
-		t.Errorf("the smallest checkpointed HW is %d, the settled HW was %d", minHW, settled.HighWatermark)
-	}
+	// A follower learns the HW from its next fetch answer, so a checkpoint
+	// may trail the leader's HW by the last writes; the logs must agree up
+	// to the smallest one.
+	c.Logf("on disk after a clean stop (settled HW %d):%s", settled.HighWatermark, DescribeReplicas(logs))
 	if diffs := CompareReplicas(logs, minHW, false); len(diffs) > 0 {
 		t.Errorf("replicas differ below the HW %d:\n  %s", minHW, joinLines(diffs))
 	}
-	t.Logf("figures: seed %d; zombie b%d paused %v; new leader after %v; rejoined the ISR %v after SIGCONT; zombie truncations %d %v; acked %d, lost %d, moved %d, duplicates %d, unknown-then-present %d, unknown-then-absent %d; %d batches compared",
+	t.Logf("figures: seed %d; zombie b%d paused %v; new leader after %v; rejoined the ISR %v after SIGCONT; checkpointed HWs agree up to %d (settled HW %d); zombie truncations %d %v; acked %d, lost %d, moved %d, duplicates %d, unknown-then-present %d, unknown-then-absent %d; %d batches compared",
 		c.Seed, zombie, resumed.Sub(paused).Round(time.Millisecond), failover.Round(time.Millisecond), rejoin.Round(time.Millisecond),
-		len(truncs), truncs, r.Acked, r.Lost, r.Moved, r.Duplicates, r.UnknownPresent, r.UnknownAbsent, len(logs[0].Batches))
+		minHW, settled.HighWatermark, len(truncs), truncs, r.Acked, r.Lost, r.Moved, r.Duplicates, r.UnknownPresent, r.UnknownAbsent, len(logs[0].Batches))
 }
 
 // TestISRShrinkThenLeaderDies cuts both followers of partition 0 off the
@@ -378,12 +378,14 @@ func TestMinISRWithFollowersCutOff(t *testing.T) {
 	if shrunk == 0 {
 		t.Errorf("the ISR did not shrink within 8 s of the cut")
 	}
-	pi, _ := c.Partition(topic, 0)
-	c.Logf("after 8 s cut: %+v", pi)
-	if pi.HighWatermark != hw0 {
-		t.Errorf("the HW moved from %d to %d while both followers were cut off", hw0, pi.HighWatermark)
+	if t.Failed() {
+		t.Logf("the leader's ISR changes: %v", c.GrepBrokerLog(leader, "ISR changed"))
 	}
-
+	// The HW itself may move once the ISR is the leader alone (the records
+	// are then on one replica only, and consumers see them): Kafka does the
+	// same (before KIP-966). Only acknowledgments are checked.
+	pi, _ := c.Partition(topic, 0)
+	c.Logf("after the 8 s cut: %+v (HW before the cut %d)", pi, hw0)
 	for _, f := range followers {
 		c.Link(f, leader).Restore()
 	}

@@ -20,17 +20,27 @@ import (
 
 // Cluster is a running in-process cluster.
 type Cluster struct {
-	Store   *coord.MemStore
+	Store *coord.MemStore
+	// Brokers[i] is broker i+1, nil while stopped.
 	Brokers []*broker.Broker
 	Gateway *gateway.Gateway
 	// URL is the gateway's base URL, http://127.0.0.1:PORT.
 	URL string
+
+	t        testing.TB
+	opts     Options
+	log      *slog.Logger
+	sessions []*coord.MemSession
 }
 
 // Options tune Start.
 type Options struct {
 	Brokers int    // default 1
 	DataDir string // default t.TempDir()
+	// ReplicaLagTimeMax and LeaderRebalanceInterval go to every broker
+	// (zero: the broker defaults).
+	ReplicaLagTimeMax       time.Duration
+	LeaderRebalanceInterval time.Duration
 }
 
 // Start starts a cluster and stops it when the test ends.
@@ -47,23 +57,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Store: store}
+	c := &Cluster{Store: store, t: t, opts: opts, log: log,
+		Brokers: make([]*broker.Broker, opts.Brokers), sessions: make([]*coord.MemSession, opts.Brokers)}
 	t.Cleanup(func() { c.Stop(t) })
 	for i := 1; i <= opts.Brokers; i++ {
-		b, err := broker.New(broker.Options{
-			ID: int32(i), DataDir: filepath.Join(opts.DataDir, "broker-"+strconv.Itoa(i)),
-			Coord: store.Session(), Logger: log,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Brokers = append(c.Brokers, b)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = b.Start(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c.StartBroker(i)
 	}
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log})
 	if err != nil {
@@ -76,6 +74,40 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// StartBroker starts broker id (1-based) on its data directory, with a new
+// coordinator session and a new port.
+func (c *Cluster) StartBroker(id int) {
+	c.t.Helper()
+	sess := c.Store.Session()
+	b, err := broker.New(broker.Options{
+		ID: int32(id), DataDir: filepath.Join(c.opts.DataDir, "broker-"+strconv.Itoa(id)),
+		Coord: sess, Logger: c.log,
+		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+	c.Brokers[id-1], c.sessions[id-1] = b, sess
+}
+
+// StopBroker closes broker id and its coordinator session, so the cluster
+// sees it leave at once (as after a session expiry).
+func (c *Cluster) StopBroker(id int) {
+	c.t.Helper()
+	if b := c.Brokers[id-1]; b != nil {
+		if err := b.Close(); err != nil {
+			c.t.Errorf("closing broker %d: %v", id, err)
+		}
+		c.sessions[id-1].Close()
+		c.Brokers[id-1], c.sessions[id-1] = nil, nil
+	}
+}
+
 // Stop closes the gateway, the brokers (flushing their logs) and the
 // coordinator. It is safe to call more than once.
 func (c *Cluster) Stop(t testing.TB) {
@@ -83,12 +115,9 @@ func (c *Cluster) Stop(t testing.TB) {
 		c.Gateway.Close()
 		c.Gateway = nil
 	}
-	for _, b := range c.Brokers {
-		if err := b.Close(); err != nil {
-			t.Errorf("closing broker %d: %v", b.ID(), err)
-		}
+	for i := range c.Brokers {
+		c.StopBroker(i + 1)
 	}
-	c.Brokers = nil
 	if c.Store != nil {
 		c.Store.Close()
 		c.Store = nil
