@@ -95,7 +95,11 @@ func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.ID)
 // updates the ISR.
 func (p *Partition) applyState(st api.PartitionState, version int32) {
 	p.mu.Lock()
-	if st.LeaderEpoch < p.state.LeaderEpoch || (st.LeaderEpoch == p.state.LeaderEpoch && version < p.stateVersion) {
+	// Older states are ignored: a lower leader epoch, a lower znode version
+	// within one epoch, or one written by an older controller than the
+	// state already applied for the same epoch.
+	if st.LeaderEpoch < p.state.LeaderEpoch ||
+		(st.LeaderEpoch == p.state.LeaderEpoch && (version < p.stateVersion || st.ControllerEpoch < p.state.ControllerEpoch)) {
 		p.mu.Unlock()
 		return
 	}
