@@ -24,6 +24,9 @@ const (
 	ConfigCompressionType    = "compression.type"
 	ConfigUncleanElection    = "unclean.leader.election.enable"
 	ConfigIndexIntervalBytes = "index.interval.bytes"
+	ConfigRemoteStorage      = "remote.storage.enable"
+	ConfigLocalRetentionMs   = "local.retention.ms"
+	ConfigLocalRetentionB    = "local.retention.bytes"
 )
 
 // DefaultMaxMessageBytes is the largest record a topic accepts unless its
@@ -43,6 +46,15 @@ type TopicConfig struct {
 	Compression        Compression   // compression.type: the codec gateways use for this topic's batches; default none.
 	UncleanElection    bool          // unclean.leader.election.enable; default false.
 	IndexIntervalBytes int64         // index.interval.bytes; default 4096.
+	// RemoteStorage copies closed segments to the object store
+	// (remote.storage.enable; default false).
+	RemoteStorage bool
+	// LocalRetention and LocalRetentionBytes bound the local copy of a
+	// tiered topic (local.retention.ms/.bytes; default -2: the same as
+	// retention.ms/.bytes). A local segment is deleted by them only once it
+	// is in the object store.
+	LocalRetention      time.Duration
+	LocalRetentionBytes int64
 }
 
 type configSpec struct {
@@ -125,6 +137,24 @@ var configSpecs = map[string]configSpec{
 		c.UncleanElection = b
 		return err
 	}, "let an out-of-sync replica become leader when no in-sync one is left (loses data)"},
+	ConfigRemoteStorage: {"false", func(c *TopicConfig, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.RemoteStorage = b
+		return err
+	}, "copy closed segments to the object store and serve old offsets from there"},
+	ConfigLocalRetentionMs: {"-2", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, -2, 1<<53)
+		c.LocalRetention = time.Duration(n) * time.Millisecond
+		if n < 0 {
+			c.LocalRetention = time.Duration(n)
+		}
+		return err
+	}, "tiered topics: delete local segments older than this once they are in the object store (-2: retention.ms, -1: never)"},
+	ConfigLocalRetentionB: {"-2", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, -2, 1<<62)
+		c.LocalRetentionBytes = n
+		return err
+	}, "tiered topics: keep at most this many bytes locally, deleting only segments that are in the object store (-2: retention.bytes, -1: no limit)"},
 	ConfigIndexIntervalBytes: {"4096", func(c *TopicConfig, v string) error {
 		n, err := intRange(v, 0, 1<<30)
 		c.IndexIntervalBytes = n
@@ -168,6 +198,12 @@ func ParseTopicConfig(configs map[string]string, replicationFactor int) (TopicCo
 		if replicationFactor >= 3 {
 			c.MinInsyncReplicas = 2
 		}
+	}
+	if c.LocalRetention == -2 {
+		c.LocalRetention = c.Retention
+	}
+	if c.LocalRetentionBytes == -2 {
+		c.LocalRetentionBytes = c.RetentionBytes
 	}
 	if c.MinInsyncReplicas > replicationFactor && replicationFactor > 0 {
 		return c, Errorf(CodeInvalidConfig, "min.insync.replicas=%d exceeds the replication factor %d", c.MinInsyncReplicas, replicationFactor)

@@ -1,0 +1,91 @@
+package commitlog
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// SegmentInfo describes one closed segment, for callers that copy segments
+// elsewhere (tiered storage).
+type SegmentInfo struct {
+	Base         int64 // first offset
+	Next         int64 // offset after the last batch
+	Size         int64 // bytes of the .log file
+	MaxTimestamp int64 // largest record timestamp, -1 when unknown
+}
+
+// Segment file kinds for OpenSegment.
+const (
+	SegmentLog       = logSuffix
+	SegmentIndex     = indexSuffix
+	SegmentTimeIndex = timeIndexSuffix
+)
+
+// ClosedSegments lists the segments that no longer take appends and lie
+// wholly below the HW, oldest first. Their files do not change until they
+// are deleted.
+func (l *Log) ClosedSegments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []SegmentInfo
+	for _, s := range l.segments[:len(l.segments)-1] {
+		if s.next > l.hw {
+			break
+		}
+		out = append(out, SegmentInfo{Base: s.base, Next: s.next, Size: s.size, MaxTimestamp: s.maxTS})
+	}
+	return out
+}
+
+// OpenSegment opens one file of a closed segment for reading (kind is
+// SegmentLog, SegmentIndex or SegmentTimeIndex). The caller closes it; the
+// descriptor stays readable even if retention deletes the segment meanwhile.
+func (l *Log) OpenSegment(base int64, kind string) (File, int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	i := l.segmentIndexLocked(base)
+	if i < 0 || l.segments[i].base != base || i == len(l.segments)-1 {
+		return nil, 0, api.Errorf(api.CodeOffsetOutOfRange, "no closed segment at %d", base)
+	}
+	f, err := l.fs.OpenFile(segmentName(l.dir, base, kind), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	size := fi.Size()
+	if kind == SegmentLog {
+		size = l.segments[i].size
+	}
+	return f, size, nil
+}
+
+// EpochsIn returns the leader-epoch lineage entries that apply to offsets in
+// [from, to): the epoch in force at from (starting at from) and every epoch
+// that starts inside the range.
+func (l *Log) EpochsIn(from, to int64) []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []EpochEntry
+	for i, e := range l.epochs.entries {
+		end := int64(1<<63 - 1)
+		if i+1 < len(l.epochs.entries) {
+			end = l.epochs.entries[i+1].StartOffset
+		}
+		if e.StartOffset >= to || end <= from {
+			continue
+		}
+		out = append(out, EpochEntry{Epoch: e.Epoch, StartOffset: max(e.StartOffset, from)})
+	}
+	return out
+}
+
+// SectionReader reads n bytes of f from off; for uploads, where the size must
+// be known up front.
+func SectionReader(f File, off, n int64) io.Reader { return io.NewSectionReader(f, off, n) }
