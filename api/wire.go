@@ -49,8 +49,14 @@ type PartitionInfo struct {
 	ISR            []int32 `json:"isr"`
 	Offline        bool    `json:"offline"`
 	LogStartOffset int64   `json:"log_start_offset"`
-	HighWatermark  int64   `json:"high_watermark"`
-	LogEndOffset   int64   `json:"log_end_offset"`
+	// LocalStartOffset is the first offset on the leader's disk; below it,
+	// reads come from the object store (tiered topics).
+	LocalStartOffset int64 `json:"local_start_offset"`
+	// RemoteEndOffset is the offset after the last segment safely in the
+	// object store, -1 when none is.
+	RemoteEndOffset int64 `json:"remote_end_offset"`
+	HighWatermark   int64 `json:"high_watermark"`
+	LogEndOffset    int64 `json:"log_end_offset"`
 }
 
 // ProduceRecord is one record in a JSON or NDJSON produce body. Key and Value

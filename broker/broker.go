@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // Options configure a broker. Zero values take the documented defaults.
@@ -53,6 +54,16 @@ type Options struct {
 	// LeaderRebalanceInterval is how often the controller moves leadership
 	// back to preferred replicas. Default 10 s; negative turns it off.
 	LeaderRebalanceInterval time.Duration
+	// Bucket is the object store for tiered topics; nil keeps every topic
+	// local only (remote.storage.enable is then ignored).
+	Bucket tier.Bucket
+	// TierPrefix is prepended to every object key (e.g. "cluster-a/"). Default "".
+	TierPrefix string
+	// TierInterval is how often closed segments are copied and local copies
+	// trimmed. Default 5 s.
+	TierInterval time.Duration
+	// ColdRead tunes reads served from the object store.
+	ColdRead tier.ColdReaderOptions
 	// PeerAddresses overrides the registered address of other brokers when
 	// this one dials them (address translation, proxies). Default none.
 	PeerAddresses map[int32]string
@@ -88,6 +99,9 @@ func (o *Options) validate() error {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 6 * time.Second
 	}
+	if o.TierInterval == 0 {
+		o.TierInterval = 5 * time.Second
+	}
 	if o.LeaderRebalanceInterval == 0 {
 		o.LeaderRebalanceInterval = 10 * time.Second
 	}
@@ -106,7 +120,8 @@ type Broker struct {
 	ln      net.Listener
 	srv     *http.Server
 	peers   *brokerapi.Client
-	isrKick chan struct{} // cap 1: a leader partition may need an ISR change
+	cold    *tier.ColdReader // nil without a bucket
+	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
 
 	registered atomic.Bool
 	cancel     context.CancelFunc
@@ -142,6 +157,13 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.view = cluster.NewView(opts.Coord, b.log)
 	b.peers = brokerapi.NewClient()
+	if opts.Bucket != nil {
+		co := opts.ColdRead
+		if co.Logger == nil {
+			co.Logger = b.log
+		}
+		b.cold = tier.NewColdReader(opts.Bucket, co)
+	}
 	b.isrKick = make(chan struct{}, 1)
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
@@ -152,7 +174,7 @@ func New(opts Options) (*Broker, error) {
 			}
 		},
 	})
-	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log, rebalanceEvery: opts.LeaderRebalanceInterval}
+	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log, rebalanceEvery: opts.LeaderRebalanceInterval, sweep: b.sweepTopic}
 	b.srv = &http.Server{
 		Handler:           b.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -218,6 +240,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goFunc(func() { b.retentionLoop(runCtx) })
 	b.goFunc(func() { b.isrLoop(runCtx) })
 	b.goFunc(func() { b.hwCheckpointLoop(runCtx) })
+	if b.opts.Bucket != nil {
+		b.goFunc(func() { b.tierLoop(runCtx) })
+	}
 	b.goFunc(func() { b.sessionLoop(runCtx) })
 	select {
 	case <-b.view.Loaded():
@@ -330,6 +355,9 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context) {
 // ApplyRetention runs retention on every partition now.
 func (b *Broker) ApplyRetention() {
 	for _, p := range b.parts.all() {
+		if p.cfg.RemoteStorage && b.opts.Bucket != nil {
+			continue // retention of tiered partitions runs in the tier loop
+		}
 		if n, err := p.log.ApplyRetention(); err != nil {
 			b.log.Error("retention failed", "partition", p.String(), "err", err)
 		} else if n > 0 {
@@ -364,6 +392,9 @@ func (b *Broker) Close() error {
 		}
 		b.view.Close()
 		b.wg.Wait()
+		if b.cold != nil {
+			b.cold.Close()
+		}
 		err = b.parts.closeAll()
 		b.peers.Close()
 		b.closeFS()

@@ -32,6 +32,9 @@ type controller struct {
 	// rebalanceEvery is how often leadership goes back to preferred replicas
 	// (negative: never).
 	rebalanceEvery time.Duration
+	// sweep deletes a deleted topic's objects from the object store in the
+	// background (nil without one).
+	sweep func(topic, topicID string)
 
 	mu           sync.Mutex // guards the fields below
 	active       bool
@@ -223,6 +226,16 @@ func (ctl *controller) deleteTopic(ctx context.Context, name string) error {
 		if err != nil {
 			continue
 		}
+		// Remote-segment records go with the partition; the objects they
+		// name are swept below.
+		if recs, _, err := ctl.c.Children(ctx, remotePath(name, int32(n))); err == nil {
+			for _, r := range recs {
+				ops = append(ops, coord.DeleteOp(remotePath(name, int32(n))+"/"+r, coord.AnyVersion))
+			}
+			ops = append(ops, coord.DeleteOp(remotePath(name, int32(n)), coord.AnyVersion))
+		} else if !errors.Is(err, coord.ErrNoNode) {
+			return err
+		}
 		ops = append(ops,
 			coord.DeleteOp(cluster.PartitionStatePath(name, int32(n)), coord.AnyVersion),
 			coord.DeleteOp(cluster.PartitionPath(name, int32(n)), coord.AnyVersion))
@@ -241,6 +254,11 @@ func (ctl *controller) deleteTopic(ctx context.Context, name string) error {
 		return err
 	}
 	ctl.log.Info("deleted topic", "topic", name)
+	if ctl.sweep != nil {
+		if tm, ok := ctl.view.Current().Topics[name]; ok {
+			ctl.sweep(name, tm.Record.ID)
+		}
+	}
 	return ctl.view.Refresh(ctx)
 }
 

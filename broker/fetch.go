@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // requestEpoch reads the optional leader-epoch header (-1 when absent).
@@ -102,6 +103,12 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	if replica == 0 && offset < p.log.Offsets().LogStart {
+		if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
+			b.serveCold(w, r, p, seg, offset, maxBytes)
+			return
+		}
+	}
 	wait := time.Duration(waitMs) * time.Millisecond
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + time.Minute))
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
@@ -146,4 +153,42 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		src = f // the concrete type is what lets ReadFrom pick sendfile
 	}
 	_, _ = io.Copy(w, io.LimitReader(src, res.Size))
+}
+
+// coldSegment finds the remote segment holding offset, loading the records
+// if this leadership has not read them yet.
+func (b *Broker) coldSegment(ctx context.Context, p *Partition, offset int64) (tier.RemoteSegment, bool) {
+	if b.cold == nil || !p.cfg.RemoteStorage {
+		return tier.RemoteSegment{}, false
+	}
+	epoch, _, leader := p.leaderState()
+	if !leader {
+		return tier.RemoteSegment{}, false
+	}
+	if err := b.loadRemote(ctx, p, epoch); err != nil {
+		return tier.RemoteSegment{}, false
+	}
+	segs, _ := p.tier.snapshot()
+	return tier.Covering(segs, offset)
+}
+
+// serveCold answers a fetch below the local log start from the object
+// store. The bytes come through the cold reader's cache, not sendfile.
+func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition, seg tier.RemoteSegment, offset, maxBytes int64) {
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	data, next, err := b.cold.Read(ctx, seg, offset, maxBytes)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	pos := p.positions()
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeBatches)
+	h.Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
+	h.Set(api.HeaderHighWatermark, strconv.FormatInt(pos.HighWatermark, 10))
+	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(pos.LogStartOffset, 10))
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
 }

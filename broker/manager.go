@@ -176,7 +176,7 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 		l.Close()
 		return nil, err
 	}
-	return newPartition(tp.topic, tp.id, l, cfg, replicas, m.deps), nil
+	return newPartition(tp.topic, topicID, tp.id, l, cfg, replicas, m.deps), nil
 }
 
 // fenceAll stops every partition from acting until fresh states arrive.

@@ -52,11 +52,13 @@ type partitionDeps struct {
 // controller gave it. As leader it tracks its followers (replica.Progress)
 // and moves the HW; as follower it runs a replica.RunFollower loop.
 type Partition struct {
-	Topic string
-	ID    int32
-	log   *commitlog.Log
-	cfg   api.TopicConfig
-	deps  *partitionDeps
+	Topic   string
+	ID      int32
+	topicID string
+	log     *commitlog.Log
+	cfg     api.TopicConfig
+	deps    *partitionDeps
+	tier    partitionTier
 
 	mu           sync.Mutex         // guards the fields below
 	state        api.PartitionState // the last state applied
@@ -79,8 +81,8 @@ func (f *followerRun) stop() {
 	<-f.done
 }
 
-func newPartition(topic string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
-	return &Partition{Topic: topic, ID: id, log: log, cfg: cfg, deps: deps, replicas: replicas,
+func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
+	return &Partition{Topic: topic, topicID: topicID, ID: id, log: log, cfg: cfg, deps: deps, replicas: replicas,
 		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1}
 }
 
@@ -157,6 +159,48 @@ func (p *Partition) applyState(st api.PartitionState, version int32) {
 			replica.RunFollower(ctx, cfg)
 		}()
 	}
+}
+
+// leaderState returns the leader epoch and state znode version this replica
+// leads with; ok is false when it does not lead (or is fenced).
+func (p *Partition) leaderState() (epoch, version int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state.LeaderEpoch, p.stateVersion, p.leaderLocked() == nil
+}
+
+// waitStateNewerThan waits (up to 5 s) until a state newer than version is
+// applied.
+func (p *Partition) waitStateNewerThan(ctx context.Context, version int32) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		v := p.stateVersion
+		p.mu.Unlock()
+		if v > version {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return api.Errorf(api.CodeRequestTimedOut, "%s: no newer partition state arrived", p)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// positions are the partition's offsets with the remote tier included: the
+// log starts at the first remote segment when there is one.
+func (p *Partition) positions() brokerapi.Positions {
+	o := p.log.Offsets()
+	pos := brokerapi.Positions{LogStartOffset: o.LogStart, LocalStartOffset: o.LogStart, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEnd, RemoteEndOffset: -1}
+	if start, end := p.tier.remoteBounds(); start >= 0 {
+		pos.LogStartOffset = min(start, o.LogStart)
+		pos.RemoteEndOffset = end
+	}
+	return pos
 }
 
 // fence stops the partition from acknowledging anything until a fresh state
@@ -350,10 +394,7 @@ func (p *Partition) Status() brokerapi.PartitionStatus {
 	p.mu.Lock()
 	leader := p.leaderLocked() == nil
 	p.mu.Unlock()
-	o := p.log.Offsets()
-	st := brokerapi.PartitionStatus{Partition: p.ID, Leader: leader, Positions: brokerapi.Positions{
-		LogStartOffset: o.LogStart, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEnd,
-	}}
+	st := brokerapi.PartitionStatus{Partition: p.ID, Leader: leader, Positions: p.positions()}
 	if err := p.log.Err(); err != nil {
 		st.Error = err.Error()
 	}

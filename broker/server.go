@@ -159,13 +159,12 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	o := p.log.Offsets()
-	res := brokerapi.OffsetsResult{Positions: brokerapi.Positions{LogStartOffset: o.LogStart, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEnd}}
+	res := brokerapi.OffsetsResult{Positions: p.positions()}
 	switch at := r.URL.Query().Get("at"); at {
 	case "earliest":
-		res.Offset = o.LogStart
+		res.Offset = res.LogStartOffset
 	case "latest", "":
-		res.Offset = o.HighWatermark
+		res.Offset = res.HighWatermark
 	default:
 		ts, err := strconv.ParseInt(at, 10, 64)
 		if err != nil {

@@ -43,9 +43,16 @@ type OffsetsResult struct {
 
 // Positions are a partition's offsets as its leader sees them.
 type Positions struct {
+	// LogStartOffset is the first offset readable at all: the first remote
+	// segment's for a tiered partition, else the local log start.
 	LogStartOffset int64 `json:"log_start_offset"`
-	HighWatermark  int64 `json:"high_watermark"`
-	LogEndOffset   int64 `json:"log_end_offset"`
+	// LocalStartOffset is the first offset on this broker's disk.
+	LocalStartOffset int64 `json:"local_start_offset"`
+	// RemoteEndOffset is the offset after the last segment safely in the
+	// object store (-1: none).
+	RemoteEndOffset int64 `json:"remote_end_offset"`
+	HighWatermark   int64 `json:"high_watermark"`
+	LogEndOffset    int64 `json:"log_end_offset"`
 }
 
 // PartitionStatus is one partition on one broker.

@@ -144,7 +144,7 @@ func (g *Gateway) describe(ctx context.Context, md *cluster.Metadata, tm *cluste
 		t.Partitions[p] = api.PartitionInfo{
 			Partition: int32(p), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 			Replicas: nonNil(tm.Record.Replicas[p]), ISR: nonNil(st.ISR), Offline: st.Leader < 0 || !alive,
-			LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+			LogStartOffset: -1, LocalStartOffset: -1, RemoteEndOffset: -1, HighWatermark: -1, LogEndOffset: -1,
 		}
 		if alive {
 			leaders[st.Leader] = true
@@ -168,6 +168,7 @@ func (g *Gateway) describe(ctx context.Context, md *cluster.Metadata, tm *cluste
 				if ps.Leader && int(ps.Partition) < len(t.Partitions) {
 					pi := &t.Partitions[ps.Partition]
 					pi.LogStartOffset, pi.HighWatermark, pi.LogEndOffset = ps.LogStartOffset, ps.HighWatermark, ps.LogEndOffset
+					pi.LocalStartOffset, pi.RemoteEndOffset = ps.LocalStartOffset, ps.RemoteEndOffset
 				}
 			}
 		}(md.Brokers[id].Address)

@@ -163,9 +163,9 @@ func resetIfBehind(ctx context.Context, cfg FollowerConfig, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if leo := cfg.Log.Offsets().LogEnd; leo < res.LogStartOffset {
-		log.Warn("local log ends below the leader's log start; starting over there", "leo", leo, "leader_log_start", res.LogStartOffset)
-		return cfg.Log.ResetTo(res.LogStartOffset)
+	if leo := cfg.Log.Offsets().LogEnd; leo < res.LocalStartOffset {
+		log.Warn("local log ends below the leader's local log start; starting over there", "leo", leo, "leader_local_start", res.LocalStartOffset)
+		return cfg.Log.ResetTo(res.LocalStartOffset)
 	}
 	return nil
 }

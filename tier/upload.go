@@ -75,7 +75,7 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 		return nil, nil
 	}
 	n := size - startPos
-	sum, err := hashSection(f, startPos, n)
+	sum, crc, err := hashSection(f, startPos, n)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 	if err := u.Bucket.Put(ctx, rec.IndexKey(), bytes.NewReader(index), int64(len(index))); err != nil {
 		return nil, fmt.Errorf("tier: uploading %s: %w", rec.IndexKey(), err)
 	}
-	if err := u.verify(ctx, rec); err != nil {
+	if err := u.verify(ctx, rec, crc); err != nil {
 		return nil, err
 	}
 	if err := u.Meta.Commit(ctx, rec); err != nil {
@@ -108,14 +108,22 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 	return &rec, nil
 }
 
-// verify reads the log object back and checks its size and checksum.
-func (u *Uploader) verify(ctx context.Context, rec RemoteSegment) error {
+// verify checks the log object's size and content: against the store's own
+// CRC-64/NVME of what it received when the store reports one (S3 does), else
+// by reading the object back and comparing SHA-256.
+func (u *Uploader) verify(ctx context.Context, rec RemoteSegment, crc uint64) error {
 	info, err := u.Bucket.Stat(ctx, rec.LogKey())
 	if err != nil {
 		return fmt.Errorf("tier: verifying %s: %w", rec.LogKey(), err)
 	}
 	if info.Size != rec.Size {
 		return fmt.Errorf("tier: %s holds %d bytes, uploaded %d", rec.LogKey(), info.Size, rec.Size)
+	}
+	if info.HasCRC64NVME {
+		if info.CRC64NVME != crc {
+			return fmt.Errorf("tier: %s has CRC-64/NVME %016x, uploaded %016x", rec.LogKey(), info.CRC64NVME, crc)
+		}
+		return nil
 	}
 	rc, err := u.Bucket.Get(ctx, rec.LogKey())
 	if err != nil {
@@ -176,12 +184,15 @@ func scanSegment(f commitlog.File, size, start int64) (entries []indexEntry, sta
 	return entries, startPos, maxTS, nil
 }
 
-func hashSection(f commitlog.File, off, n int64) (string, error) {
+// hashSection returns the SHA-256 (kept in the record) and the CRC-64/NVME
+// (compared with the store's) of a section of a segment file.
+func hashSection(f commitlog.File, off, n int64) (string, uint64, error) {
 	var h hash.Hash = sha256.New()
-	if _, err := io.Copy(h, commitlog.SectionReader(f, off, n)); err != nil {
-		return "", fmt.Errorf("%w: hashing segment: %v", api.ErrStorage, err)
+	c := NewCRC64NVME()
+	if _, err := io.Copy(io.MultiWriter(h, c), commitlog.SectionReader(f, off, n)); err != nil {
+		return "", 0, fmt.Errorf("%w: hashing segment: %v", api.ErrStorage, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), c.Sum64(), nil
 }
 
 func newID() string {

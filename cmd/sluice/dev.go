@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // runDev is `sluice dev`: the embedded default. Everything lives under --data:
@@ -43,6 +44,14 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer store.Close()
 
+	// Tiered topics (remote.storage.enable=true) copy closed segments to a
+	// local directory standing in for S3.
+	bucket, err := tier.OpenLocalDir(filepath.Join(*data, "objects"))
+	if err != nil {
+		return fmt.Errorf("object store directory: %w", err)
+	}
+	defer bucket.Close()
+
 	var brokers []*broker.Broker
 	defer func() {
 		for _, b := range brokers {
@@ -58,6 +67,7 @@ func runDev(ctx context.Context, args []string) error {
 			DataDir: filepath.Join(*data, "broker-"+strconv.Itoa(i)),
 			Coord:   store.Session(),
 			Logger:  log,
+			Bucket:  bucket,
 		})
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // zkFlags are the coordinator flags shared by broker and gateway.
@@ -83,7 +84,9 @@ func runBroker(ctx context.Context, args []string) error {
 	peers := peerFlag{}
 	fs.Var(peers, "peer-address", "dial broker ID at this address instead of its registered one, ID=host:port (repeatable)")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	tierInterval := fs.Duration("tier-interval", envDuration("SLUICE_TIER_INTERVAL", 5*time.Second), "how often closed segments are copied to the object store (env SLUICE_TIER_INTERVAL)")
 	zk := addZKFlags(fs)
+	s3 := addS3Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,10 +99,19 @@ func runBroker(ctx context.Context, args []string) error {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
 	}
 	defer c.Close()
+	bucket, err := s3.open(ctx)
+	if err != nil {
+		return err
+	}
+	if bucket != nil {
+		defer bucket.Close()
+		logger.Info("tiered storage", "bucket", bucket)
+	}
 	b, err := broker.New(broker.Options{
 		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data,
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
-		PeerAddresses: peers, Logger: logger,
+		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval,
+		Bucket: bucket, // nil: local only
 	})
 	if err != nil {
 		return err
@@ -141,4 +153,38 @@ func runGateway(ctx context.Context, args []string) error {
 	fmt.Printf("gateway listening on http://%s\n", gw.Addr())
 	<-ctx.Done()
 	return nil
+}
+
+// s3Flags configure the broker's object store.
+type s3Flags struct {
+	endpoint, bucket, prefix, accessKey, secretKey *string
+	tls                                            *bool
+}
+
+func addS3Flags(fs *flag.FlagSet) s3Flags {
+	return s3Flags{
+		endpoint:  fs.String("s3-endpoint", envOr("SLUICE_S3_ENDPOINT", ""), "S3 endpoint host:port for tiered storage; empty keeps data local only (env SLUICE_S3_ENDPOINT)"),
+		bucket:    fs.String("s3-bucket", envOr("SLUICE_S3_BUCKET", ""), "S3 bucket (env SLUICE_S3_BUCKET)"),
+		prefix:    fs.String("s3-prefix", envOr("SLUICE_S3_PREFIX", ""), "key prefix inside the bucket (env SLUICE_S3_PREFIX)"),
+		accessKey: fs.String("s3-access-key", envOr("SLUICE_S3_ACCESS_KEY", ""), "S3 access key (env SLUICE_S3_ACCESS_KEY)"),
+		secretKey: fs.String("s3-secret-key", envOr("SLUICE_S3_SECRET_KEY", ""), "S3 secret key (env SLUICE_S3_SECRET_KEY)"),
+		tls:       fs.Bool("s3-tls", envOr("SLUICE_S3_TLS", "") == "true", "use HTTPS to the S3 endpoint (env SLUICE_S3_TLS=true)"),
+	}
+}
+
+// open returns the configured bucket, or nil when no endpoint is set.
+func (s s3Flags) open(ctx context.Context) (tier.Bucket, error) {
+	if *s.endpoint == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := tier.NewS3(ctx, tier.S3Options{
+		Endpoint: *s.endpoint, Bucket: *s.bucket, Prefix: *s.prefix,
+		AccessKey: *s.accessKey, SecretKey: *s.secretKey, TLS: *s.tls,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("S3 %s/%s: %w", *s.endpoint, *s.bucket, err)
+	}
+	return b, nil
 }

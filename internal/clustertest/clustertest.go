@@ -324,6 +324,15 @@ func (c *Cluster) GrepBrokerLog(id int32, words ...string) []string {
 	return out
 }
 
+// grepAll is GrepBrokerLog over every broker, in broker order.
+func (c *Cluster) grepAll(words ...string) []string {
+	var out []string
+	for _, id := range c.BrokerIDs() {
+		out = append(out, c.GrepBrokerLog(id, words...)...)
+	}
+	return out
+}
+
 // Running reports whether broker id's process is alive (paused counts).
 func (c *Cluster) Running(id int32) bool { return c.Broker(id).proc.running() }
 
@@ -428,8 +437,13 @@ func (c *Cluster) Partition(topic string, p int32) (api.PartitionInfo, error) {
 // CreateTopic is POST /v1/topics with replication factor rf and min.insync.replicas minISR.
 func (c *Cluster) CreateTopic(name string, partitions, rf, minISR int) api.Topic {
 	c.T.Helper()
-	body, _ := json.Marshal(api.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf,
-		Configs: map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}})
+	return c.CreateTopicConfigs(name, partitions, rf, map[string]string{"min.insync.replicas": strconv.Itoa(minISR)})
+}
+
+// CreateTopicConfigs is POST /v1/topics with any topic configs.
+func (c *Cluster) CreateTopicConfigs(name string, partitions, rf int, configs map[string]string) api.Topic {
+	c.T.Helper()
+	body, _ := json.Marshal(api.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
 	resp, err := c.http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body))
 	if err != nil {
 		c.T.Fatalf("create topic %s: %v", name, err)

@@ -21,11 +21,19 @@ var build struct {
 	err  error
 }
 
+// EnvBinary names a prebuilt sluice binary to run instead of building one
+// (a release build, or a known-good build while the tree does not compile).
+const EnvBinary = "SLUICE_CLUSTERTEST_BIN"
+
 // Binary builds ./cmd/sluice into a temporary directory, once per test
-// binary, and returns its path.
+// binary, and returns its path (or the one EnvBinary names).
 func Binary(t testing.TB) string {
 	t.Helper()
 	build.Do(func() {
+		if p := os.Getenv(EnvBinary); p != "" {
+			build.path, build.err = filepath.Abs(p)
+			return
+		}
 		root, err := moduleRoot()
 		if err != nil {
 			build.err = err

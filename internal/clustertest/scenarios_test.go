@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -87,7 +88,7 @@ func TestLeaderKillLoop(t *testing.T) {
 	parts := allPartitions(3)
 	h := NewHistory(c, topic)
 	co := c.StartConsumer(topic, parts)
-	load := h.StartLoad(LoadOptions{Producers: 3, Partitions: parts, Timeout: time.Second})
+	load := h.StartLoad(LoadOptions{Producers: 3, Partitions: parts, Pinned: true, Timeout: time.Second})
 
 	var failovers []time.Duration
 	for round := 1; round <= 5; round++ {
@@ -332,6 +333,9 @@ func TestISRShrinkThenLeaderDies(t *testing.T) {
 		c.Link(f, leader).Restore()
 	}
 	r := settle(t, c, h, parts)
+	if r.LostAcks1 > 0 {
+		t.Errorf("%d acks=1 records lost though their only replica came back and no unclean election happened: %v", r.LostAcks1, r.LostAcks1Ops)
+	}
 	t.Logf("figures: seed %d; ISR shrank %v after the cut; offline %v after the kill; availability gap (kill to first acknowledged write) %v; writes while offline %v; acked %d (acks=1 and all), lost %d, moved %d",
 		c.Seed, shrink.Round(time.Millisecond), offline.Round(time.Millisecond), gap.Round(time.Millisecond), offlineCodes, r.Acked, r.Lost, r.Moved)
 }
@@ -399,9 +403,15 @@ func TestMinISRWithFollowersCutOff(t *testing.T) {
 }
 
 // TestKIP101DoubleFailover kills the leader of partition 0 and a follower
-// together, restarts them in a random order (sometimes before their
-// sessions expire), and after each round checks that the replicas hold the
-// same batches (offsets, leader epoch, CRC) up to the HW.
+// together, restarts them in a random order, and after each round checks
+// that the replicas hold the same batches (offsets, leader epoch, CRC) up
+// to the HW. Just before the kill, the surviving follower is cut off the
+// leader for 300 ms, so that the two killed replicas hold a tail the
+// survivor lacks: when the survivor is elected (the restart comes after
+// the dead sessions expired), that tail is not committed and the restarted
+// replicas must truncate it by leader epoch (KIP-101). When the restart
+// comes first, the old leader still holds its leadership and the survivor
+// catches up from it instead.
 func TestKIP101DoubleFailover(t *testing.T) {
 	c := Start(t, Options{})
 	c.CreateTopic(topic, 1, 3, 2)
@@ -412,20 +422,24 @@ func TestKIP101DoubleFailover(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		load := h.StartLoad(LoadOptions{Partitions: parts, Timeout: time.Second})
 		waitAcked(c, h, 20*round, 20*time.Second)
+		c.WaitFullISR(topic, 20*time.Second, false)
 		pi := c.WaitLeader(topic, 0, 20*time.Second, nil)
 		leader := pi.Leader
-		fs := others(pi.ISR, leader)
-		follower := fs[c.Rand.IntN(len(fs))]
+		fs := others(pi.Replicas, leader)
+		k := c.Rand.IntN(len(fs))
+		follower, survivor := fs[k], fs[1-k]
 		order := []int32{leader, follower}
 		if c.Rand.IntN(2) == 0 {
 			order = []int32{follower, leader}
 		}
-		// Restart before the dead sessions expire (they still hold their
-		// registrations and, for the leader, the leadership) or after.
-		delay := []time.Duration{0, 7 * time.Second}[c.Rand.IntN(2)]
-		c.Logf("round %d: killing leader b%d and follower b%d (epoch %d, isr %v); restart order %v after %v", round, leader, follower, pi.LeaderEpoch, pi.ISR, order, delay)
+		delay := []time.Duration{7 * time.Second, 0, 7 * time.Second}[round-1]
+		c.Logf("round %d: b%d falls behind; killing leader b%d and follower b%d (epoch %d, isr %v); restart order %v after %v",
+			round, survivor, leader, follower, pi.LeaderEpoch, pi.ISR, order, delay)
+		c.Link(survivor, leader).Cut()
+		time.Sleep(300 * time.Millisecond)
 		c.Kill(leader)
 		c.Kill(follower)
+		c.Link(survivor, leader).Restore()
 		time.Sleep(delay)
 		for _, id := range order {
 			c.StartBroker(id)
@@ -448,6 +462,210 @@ func TestKIP101DoubleFailover(t *testing.T) {
 		notes = append(notes, note)
 	}
 	r := settle(t, c, h, parts, co)
-	t.Logf("figures: seed %d; %s; acked %d, lost %d, moved %d, duplicates %d, unknown-then-present %d, unknown-then-absent %d",
-		c.Seed, strings.Join(notes, "; "), r.Acked, r.Lost, r.Moved, r.Duplicates, r.UnknownPresent, r.UnknownAbsent)
+	var truncs []string
+	for _, id := range c.BrokerIDs() {
+		truncs = append(truncs, c.GrepBrokerLog(id, "truncated to the leader's lineage")...)
+	}
+	c.Logf("KIP-101 truncations: %d\n  %s", len(truncs), joinLines(truncs))
+	t.Logf("figures: seed %d; %d truncations; %s; acked %d, lost %d, moved %d, duplicates %d, unknown-then-present %d, unknown-then-absent %d",
+		c.Seed, len(truncs), strings.Join(notes, "; "), r.Acked, r.Lost, r.Moved, r.Duplicates, r.UnknownPresent, r.UnknownAbsent)
+}
+
+// stateChanges counts the partition-state writes every broker logged (ISR
+// changes by leaders, elections and ISR changes by the controller) for
+// partition 0 of the topic.
+func stateChanges(c *Cluster) int {
+	n := 0
+	for _, id := range c.BrokerIDs() {
+		n += len(c.GrepBrokerLog(id, "ISR changed", "partition="+topic+"-0"))
+		n += len(c.GrepBrokerLog(id, "partition state changed", "partition="+topic+"-0"))
+	}
+	return n
+}
+
+// TestFollowerZKPartition cuts a follower of partition 0 off ZooKeeper
+// only: it keeps fetching from the leader, but its session expires and it
+// is no longer a registered broker. The controller drops it from the ISR;
+// the ISR must then stay put (not flap between leader and controller)
+// until the link is restored, and nothing acknowledged may be lost.
+func TestFollowerZKPartition(t *testing.T) {
+	c := Start(t, Options{})
+	c.CreateTopic(topic, 1, 3, 2)
+	parts := []int32{0}
+	h := NewHistory(c, topic)
+	load := h.StartLoad(LoadOptions{Partitions: parts, Timeout: time.Second})
+	waitAcked(c, h, 30, 15*time.Second)
+	pi := c.WaitLeader(topic, 0, 10*time.Second, nil)
+	fs := others(pi.Replicas, pi.Leader)
+	follower := fs[c.Rand.IntN(len(fs))]
+	c.Broker(follower).ZKLink.Cut()
+	cut := time.Now()
+	out := c.WaitFor(fmt.Sprintf("b%d out of the ISR", follower), 20*time.Second, func() (bool, string) {
+		pi, err := c.Partition(topic, 0)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !slices.Contains(pi.ISR, follower), fmt.Sprintf("%+v", pi)
+	})
+	c.Logf("b%d out of the ISR %v after its ZooKeeper link was cut", follower, out.Round(time.Millisecond))
+	changesAtDrop := stateChanges(c)
+	time.Sleep(5 * time.Second)
+	flaps := stateChanges(c) - changesAtDrop
+	c.Broker(follower).ZKLink.Restore()
+	restored := time.Now()
+	c.WaitFullISR(topic, 30*time.Second, false)
+	back := time.Since(restored)
+	load.Stop()
+	r := settle(t, c, h, parts)
+	if flaps > 2 {
+		t.Errorf("%d partition-state writes in the 5 s after the controller dropped b%d from the ISR, while b%d was still fetching but unregistered (ISR flapping between leader and controller); last ones:\n  %s",
+			flaps, follower, follower, joinLines(lastN(c.GrepBrokerLog(pi.Leader, "ISR changed"), 6)))
+	}
+	t.Logf("figures: seed %d; follower b%d cut from ZooKeeper: out of the ISR %v after the cut; %d state writes in the next 5 s; full ISR %v after the restore (cut lasted %v); acked %d, lost %d, moved %d",
+		c.Seed, follower, out.Round(time.Millisecond), flaps, back.Round(time.Millisecond), restored.Sub(cut).Round(time.Millisecond), r.Acked, r.Lost, r.Moved)
+}
+
+func lastN(s []string, n int) []string { return s[max(0, len(s)-n):] }
+
+// TestLeaderZKPartition cuts the leader of partition 0 off ZooKeeper only:
+// it keeps serving the gateway and its followers until its session expires
+// and another broker is elected; then it must stop acknowledging (fenced),
+// and rejoin as a follower once the link is restored. Nothing acknowledged
+// may be lost or move, and consumers must never be served what is later
+// replaced.
+func TestLeaderZKPartition(t *testing.T) {
+	c := Start(t, Options{})
+	c.CreateTopic(topic, 1, 3, 2)
+	parts := []int32{0}
+	h := NewHistory(c, topic)
+	co := c.StartConsumer(topic, parts)
+	load := h.StartLoad(LoadOptions{Partitions: parts, Timeout: time.Second})
+	load1 := h.StartLoad(LoadOptions{Producers: 2, Partitions: parts, Timeout: time.Second, Acks: "1"})
+	waitAcked(c, h, 30, 15*time.Second)
+	before := c.WaitLeader(topic, 0, 10*time.Second, nil)
+	old := before.Leader
+	c.Broker(old).ZKLink.Cut()
+	cut := time.Now()
+	after := c.WaitLeader(topic, 0, 30*time.Second, func(pi api.PartitionInfo) bool {
+		return pi.Leader != old && pi.LeaderEpoch > before.LeaderEpoch
+	})
+	failover := time.Since(cut)
+	c.Logf("b%d cut from ZooKeeper; b%d leads at epoch %d after %v", old, after.Leader, after.LeaderEpoch, failover.Round(time.Millisecond))
+	fails := produceOK(c, h, 0, 5, "all", 15*time.Second)
+	if rest := 8*time.Second - time.Since(cut); rest > 0 {
+		time.Sleep(rest)
+	}
+	c.Broker(old).ZKLink.Restore()
+	restored := time.Now()
+	rejoin := c.WaitFor(fmt.Sprintf("b%d back in the ISR", old), 30*time.Second, func() (bool, string) {
+		pi, err := c.Partition(topic, 0)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(pi.ISR, old), fmt.Sprintf("%+v", pi)
+	})
+	load.Stop()
+	load1.Stop()
+	r := settle(t, c, h, parts, co)
+
+	// When did the controller move the leadership, and when did the old
+	// leader fence itself? An acks=1 write sent after the first and lost
+	// was acknowledged by the deposed leader (the new one keeps what it
+	// acknowledges).
+	elected := logTime(t, c.grepAll("partition state changed", "partition="+topic+"-0", fmt.Sprintf("was_leader=%d", old)))
+	fenced := logTime(t, c.GrepBrokerLog(old, "fencing all partitions"))
+	var late []*Op
+	for _, op := range r.LostAcks1Ops {
+		if op.Start.After(elected) {
+			late = append(late, op)
+		}
+	}
+	c.Logf("leadership moved at %s; b%d fenced itself at %s (%v later); acks=1 lost: %d records, %d requests sent after the move",
+		elected.Format("15:04:05.000"), old, fenced.Format("15:04:05.000"), fenced.Sub(elected).Round(time.Millisecond), r.LostAcks1, len(late))
+	if len(late) > 0 {
+		t.Errorf("the deposed leader b%d acknowledged %d acks=1 requests sent after the controller moved the leadership at %s (it fenced itself only at %s), and they were lost: %v",
+			old, len(late), elected.Format("15:04:05.000"), fenced.Format("15:04:05.000"), late)
+	}
+	truncs := c.GrepBrokerLog(old, "truncated to the leader's lineage")
+	t.Logf("figures: seed %d; leader b%d cut from ZooKeeper: new leader after %v; fenced %v after the move; %d failed attempts before 5 acks=all writes succeeded; rejoined the ISR %v after the restore (cut lasted %v); truncations %v; acked %d, lost %d, moved %d, acks=1 lost %d (%d sent after the move), unknown-then-present %d, unknown-then-absent %d",
+		c.Seed, old, failover.Round(time.Millisecond), fenced.Sub(elected).Round(time.Millisecond), len(fails), rejoin.Round(time.Millisecond), restored.Sub(cut).Round(time.Millisecond), truncs,
+		r.Acked, r.Lost, r.Moved, r.LostAcks1, len(late), r.UnknownPresent, r.UnknownAbsent)
+}
+
+// logTime parses the time= field of the first line (broker logs are slog
+// text), failing the test when there is none.
+func logTime(t *testing.T, lines []string) time.Time {
+	t.Helper()
+	if len(lines) == 0 {
+		t.Fatal("no log line to take a time from")
+	}
+	_, rest, ok := strings.Cut(lines[0], "time=")
+	if !ok {
+		t.Fatalf("no time= in %q", lines[0])
+	}
+	ts, _, _ := strings.Cut(rest, " ")
+	tm, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		t.Fatalf("time in %q: %v", lines[0], err)
+	}
+	return tm
+}
+
+// TestLeaderPowerLoss simulates a power loss on the leader's machine. The
+// topic never fsyncs on its own (flush.ms is an hour, no count), so after a
+// power loss any prefix of what was written since the segment was created
+// is what the disk may hold: the page cache is gone. The leader is killed,
+// its active segment is cut back to the size it had 500 ms earlier (a torn
+// tail included), and it is started again at once, before its ZooKeeper
+// session expires. The followers hold every acknowledged record (acks=all,
+// min.insync.replicas 2): replication must cover the loss, as DESIGN.md
+// says it does ("a machine crash can lose up to flush.ms of acknowledged
+// appends on a replica that had not fsynced, which replication is there to
+// cover").
+func TestLeaderPowerLoss(t *testing.T) {
+	c := Start(t, Options{})
+	c.CreateTopicConfigs(topic, 1, 3, map[string]string{"min.insync.replicas": "2", "flush.ms": "3600000"})
+	parts := []int32{0}
+	h := NewHistory(c, topic)
+	load := h.StartLoad(LoadOptions{Partitions: parts, Timeout: time.Second})
+	waitAcked(c, h, 200, 20*time.Second)
+	pi := c.WaitLeader(topic, 0, 10*time.Second, nil)
+	leader := pi.Leader
+	seg := activeSegment(t, filepath.Join(c.Broker(leader).DataDir, topic+"-0"))
+	st, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Kill(leader)
+	end, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(seg, st.Size()); err != nil {
+		t.Fatal(err)
+	}
+	c.Logf("FAULT: power loss on b%d: %s cut from %d to %d bytes (what was written in its last 500 ms)", leader, filepath.Base(seg), end.Size(), st.Size())
+	c.StartBroker(leader)
+	c.waitBrokerReady(leader, 30*time.Second)
+	c.WaitFullISR(topic, 30*time.Second, false)
+	load.Stop()
+	r := settle(t, c, h, parts)
+	var truncs []string
+	for _, id := range c.BrokerIDs() {
+		truncs = append(truncs, c.GrepBrokerLog(id, "truncated to the leader's lineage")...)
+	}
+	t.Logf("figures: seed %d; leader b%d lost %d bytes of its log and restarted at once; truncations %d:\n  %s\nacked %d, lost %d, moved %d, unknown-then-present %d, unknown-then-absent %d",
+		c.Seed, leader, end.Size()-st.Size(), len(truncs), joinLines(truncs), r.Acked, r.Lost, r.Moved, r.UnknownPresent, r.UnknownAbsent)
+}
+
+// activeSegment returns the newest segment file (%020d.log) of a partition dir.
+func activeSegment(t *testing.T, dir string) string {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	slices.Sort(logs)
+	return logs[len(logs)-1]
 }
