@@ -62,6 +62,9 @@ type Options struct {
 	// TierInterval is how often closed segments are copied and local copies
 	// trimmed. Default 5 s.
 	TierInterval time.Duration
+	// OrphanGrace is how old an object no record names must be before the
+	// orphan sweep deletes it: longer than any upload. Default 10 minutes.
+	OrphanGrace time.Duration
 	// ColdRead tunes reads served from the object store.
 	ColdRead tier.ColdReaderOptions
 	// PeerAddresses overrides the registered address of other brokers when
@@ -98,6 +101,9 @@ func (o *Options) validate() error {
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 6 * time.Second
+	}
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = 10 * time.Minute
 	}
 	if o.TierInterval == 0 {
 		o.TierInterval = 5 * time.Second
@@ -244,12 +250,16 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.goFunc(func() { b.tierLoop(runCtx) })
 	}
 	b.goFunc(func() { b.sessionLoop(runCtx) })
-	select {
-	case <-b.view.Loaded():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	// Ready means registered and holding metadata: then the controller can
+	// assign replicas here and gateways can route to it.
+	for !b.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
+	return nil
 }
 
 // goFunc starts a goroutine the broker owns and waits for in Close.

@@ -9,10 +9,6 @@ import (
 	"github.com/sluice-io/sluice/tier"
 )
 
-// orphanGrace is how old an object must be before the sweep may delete it
-// for want of a record: longer than any upload plus its verification.
-const orphanGrace = 10 * time.Minute
-
 // sweepTopic deletes every object of a deleted topic, in the background
 // (owned by the broker's WaitGroup, bounded to ten minutes).
 func (b *Broker) sweepTopic(topic, topicID string) {
@@ -49,7 +45,7 @@ func (b *Broker) sweepOrphans(ctx context.Context, p *Partition, records []tier.
 		named[r.LogKey()], named[r.IndexKey()] = true, true
 	}
 	var doomed []string
-	cutoff := time.Now().Add(-orphanGrace)
+	cutoff := time.Now().Add(-b.opts.OrphanGrace)
 	err := b.opts.Bucket.List(ctx, b.keyPrefix(p), func(o tier.ObjectInfo) error {
 		if !named[o.Key] && o.LastModified.Before(cutoff) && strings.HasPrefix(o.Key, b.keyPrefix(p)) {
 			doomed = append(doomed, o.Key)

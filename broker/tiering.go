@@ -92,7 +92,7 @@ func (b *Broker) tierPartition(ctx context.Context, p *Partition) error {
 		if err := b.remoteRetention(ctx, p); err != nil {
 			return err
 		}
-		if time.Since(p.tier.lastSweep) > orphanGrace/2 {
+		if time.Since(p.tier.lastSweep) > b.opts.OrphanGrace/2 {
 			segs, _ := p.tier.snapshot()
 			n, err := b.sweepOrphans(ctx, p, segs)
 			if err != nil {

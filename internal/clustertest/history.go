@@ -368,14 +368,14 @@ type Report struct {
 	// so not a violation here; tests that expect none check it.
 	LostAcks1 int
 	// LostAcks1Ops are those records' requests.
-	LostAcks1Ops []*Op
-	Duplicates                        int            // values stored more than once
-	UnknownPresent, UnknownAbsent     int
-	FailedPresent                     int // "nothing was written", yet stored
-	Phantoms                          int // stored, never sent
-	Torn                              int // requests (one batch each) partly stored
-	Stored                            map[int32]int64 // HW per partition
-	Problems                          []string        // the first violations, described
+	LostAcks1Ops                  []*Op
+	Duplicates                    int // values stored more than once
+	UnknownPresent, UnknownAbsent int
+	FailedPresent                 int             // "nothing was written", yet stored
+	Phantoms                      int             // stored, never sent
+	Torn                          int             // requests (one batch each) partly stored
+	Stored                        map[int32]int64 // HW per partition
+	Problems                      []string        // the first violations, described
 	// Final is every record read back, for Consumer.Check.
 	Final []Stored
 }

@@ -93,12 +93,12 @@ type process struct {
 	t    testing.TB
 	logf func(format string, args ...any)
 
-	mu      sync.Mutex // guards the fields below
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the current run has been waited for
-	paused  bool
-	lines   []string // every line of every run, up to maxLines
-	runs    int
+	mu     sync.Mutex // guards the fields below
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the current run has been waited for
+	paused bool
+	lines  []string // every line of every run, up to maxLines
+	runs   int
 }
 
 func newProcess(t testing.TB, name, bin string, args []string, logf func(string, ...any)) *process {

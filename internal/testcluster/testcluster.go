@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // Cluster is a running in-process cluster.
@@ -41,6 +42,10 @@ type Options struct {
 	// (zero: the broker defaults).
 	ReplicaLagTimeMax       time.Duration
 	LeaderRebalanceInterval time.Duration
+	// Bucket, TierInterval and OrphanGrace go to every broker (tiered storage).
+	Bucket       tier.Bucket
+	TierInterval time.Duration
+	OrphanGrace  time.Duration
 }
 
 // Start starts a cluster and stops it when the test ends.
@@ -83,6 +88,7 @@ func (c *Cluster) StartBroker(id int) {
 		ID: int32(id), DataDir: filepath.Join(c.opts.DataDir, "broker-"+strconv.Itoa(id)),
 		Coord: sess, Logger: c.log,
 		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
+		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
 	})
 	if err != nil {
 		c.t.Fatal(err)
