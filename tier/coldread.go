@@ -108,24 +108,41 @@ func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxByt
 	return buf, next, nil
 }
 
-// readRange assembles [start, end) of the segment's log object from chunks.
+// readRange assembles [start, end) of the segment's log object from chunks,
+// fetching the missing ones in parallel (within the GET bound).
 func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, end int64) ([]byte, error) {
+	first, last := start/r.chunk, (end-1)/r.chunk
+	chunks := make([][]byte, last-first+1)
+	errs := make([]error, len(chunks))
+	var wg sync.WaitGroup
+	for c := first; c <= last; c++ {
+		wg.Add(1)
+		go func(c int64) {
+			defer wg.Done()
+			chunks[c-first], errs[c-first] = r.chunkOf(ctx, seg, c)
+		}(c)
+	}
+	wg.Wait()
 	out := make([]byte, 0, end-start)
-	for c := start / r.chunk; c*r.chunk < end; c++ {
-		data, err := r.chunkOf(ctx, seg, c)
-		if err != nil {
-			return nil, err
+	for i, data := range chunks {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
+		c := first + int64(i)
 		lo := max(start-c*r.chunk, 0)
 		hi := min(end-c*r.chunk, int64(len(data)))
 		out = append(out, data[lo:hi]...)
 	}
-	// Sequential consumers come back for what follows: fetch it now.
-	if next := (end-1)/r.chunk + 1; next*r.chunk < seg.Size {
+	// Sequential consumers come back for what follows: fetch the next few
+	// chunks now.
+	for next := last + 1; next <= last+readAheadChunks && next*r.chunk < seg.Size; next++ {
 		r.readAhead(seg, next)
 	}
 	return out, nil
 }
+
+// readAheadChunks is how far ahead of a read the next chunks are fetched.
+const readAheadChunks = 4
 
 func (r *ColdReader) chunkOf(ctx context.Context, seg RemoteSegment, c int64) ([]byte, error) {
 	key := chunkKey{seg.ID, c}

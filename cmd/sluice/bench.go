@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // benchConfig is what one bench run drives.
@@ -74,6 +75,9 @@ func runBench(ctx context.Context, args []string) error {
 		c.configs[k] = val
 		return nil
 	})
+	s3 := addS3Flags(fs)
+	cold := fs.Bool("cold", false, "consume: produce --records into a tiered topic and a plain one, wait until the tiered one is in the object store, then read both from offset 0 in alternating rounds (embedded cluster: objects in a temporary directory, or the --s3-* store)")
+	records := fs.Int("records", 300000, "consume --cold: records to write to each topic")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
 	fs.IntVar(&c.rounds, "rounds", 3, "produce: rounds, each running the baseline then sluice for --duration")
 	fs.BoolVar(&c.raw, "raw", false, "consume: read raw batches (/batches) instead of decoded JSON records")
@@ -98,7 +102,11 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--baseline %q: want append, rf1 or none", c.baseline)
 	}
 	if c.url == "" {
-		url, stop, err := startEmbedded(c.brokers)
+		bucket, err := s3.open(ctx)
+		if err != nil {
+			return err
+		}
+		url, stop, err := startEmbedded(c.brokers, bucket)
 		if err != nil {
 			return err
 		}
@@ -113,6 +121,9 @@ func runBench(ctx context.Context, args []string) error {
 		if err := ensureTopic(c.url, rf1Topic, c.partitions, 1, nil); err != nil {
 			return err
 		}
+	}
+	if mode == "consume" && *cold {
+		return benchCold(ctx, c, *records)
 	}
 	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.connections, c.batch, c.size, c.duration, c.acks, c.rf)
 	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
@@ -409,10 +420,15 @@ func ensureTopic(base, topic string, partitions, rf int, configs map[string]stri
 
 // startEmbedded runs a cluster of n brokers in this process on a temporary
 // directory, for benchmarking without a separate server.
-func startEmbedded(n int) (string, func(), error) {
+func startEmbedded(n int, bucket tier.Bucket) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return "", nil, err
+	}
+	if bucket == nil {
+		if bucket, err = tier.OpenLocalDir(filepath.Join(dir, "objects")); err != nil {
+			return "", nil, err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := coord.NewMemStore(coord.MemOptions{})
@@ -421,7 +437,11 @@ func startEmbedded(n int) (string, func(), error) {
 	}
 	var brokers []*broker.Broker
 	for i := 1; i <= n; i++ {
-		b, err := broker.New(broker.Options{ID: int32(i), DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)), Coord: store.Session(), Logger: log})
+		b, err := broker.New(broker.Options{ID: int32(i), DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)), Coord: store.Session(), Logger: log,
+			Bucket: bucket, TierInterval: 200 * time.Millisecond,
+			// A cache smaller than the data the cold bench reads, so that it
+			// measures the object store and not memory.
+			ColdRead: tier.ColdReaderOptions{CacheBytes: 8 << 20}})
 		if err != nil {
 			return "", nil, err
 		}
@@ -492,4 +512,75 @@ func startAppendServer() (string, func(), error) {
 		f.Close()
 		os.Remove(f.Name())
 	}, nil
+}
+
+// benchCold compares reading the same data from the object store and from
+// local disk: two topics get the same records; the tiered one keeps nothing
+// locally once it is uploaded (only its active segment stays).
+func benchCold(ctx context.Context, c benchConfig, records int) error {
+	hot, cold := c.topic+"-hot", c.topic+"-cold"
+	if err := ensureTopic(c.url, hot, c.partitions, c.rf, map[string]string{"segment.bytes": "262144"}); err != nil {
+		return err
+	}
+	if err := ensureTopic(c.url, cold, c.partitions, c.rf, map[string]string{
+		"segment.bytes": "262144", "remote.storage.enable": "true", "local.retention.bytes": "1"}); err != nil {
+		return err
+	}
+	body := ndjsonBody(c.batch, c.size)
+	client := benchClient(c.connections)
+	for _, topic := range []string{hot, cold} {
+		for n := 0; n < records; n += c.batch {
+			resp, err := client.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("producing to %s: %d", topic, resp.StatusCode)
+			}
+		}
+	}
+	// Wait until the tiered topic's local copies are trimmed.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var t api.Topic
+		if err := getJSON(c.url+"/v1/topics/"+cold, &t); err != nil {
+			return err
+		}
+		var remote, total int64
+		for _, p := range t.Partitions {
+			remote += p.LocalStartOffset - p.LogStartOffset
+			total += p.HighWatermark - p.LogStartOffset
+		}
+		if total > 0 && float64(remote) >= 0.85*float64(total) {
+			fmt.Printf("cold topic: %d of %d records only in the object store\n", remote, total)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the tiered topic is still local after 2 minutes (%d of %d remote)", remote, total)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	var hots, colds []float64
+	for round := 0; round < c.rounds; round++ {
+		for _, topic := range []string{hot, cold} {
+			cc := c
+			cc.topic = topic
+			res, err := benchConsume(ctx, cc)
+			if err != nil {
+				return err
+			}
+			if topic == hot {
+				res.print("local")
+				hots = append(hots, res.recordsPerSec)
+			} else {
+				res.print("remote")
+				colds = append(colds, res.recordsPerSec)
+			}
+		}
+	}
+	fmt.Printf("median records/s: local %.0f, remote %.0f; ratio remote/local: %.2f\n", median(hots), median(colds), median(colds)/median(hots))
+	return nil
 }
