@@ -24,7 +24,7 @@ type ColdReader struct {
 	ctx     context.Context // read-ahead's parent; ends at Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	indexMu sync.Mutex                // guards indexes
+	indexMu sync.Mutex              // guards indexes
 	indexes map[string][]indexEntry // by segment ID; small, kept for every segment read
 }
 
