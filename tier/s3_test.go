@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,8 +248,11 @@ func TestS3Setup(t *testing.T) {
 // access denied.
 func TestS3Classify(t *testing.T) {
 	const bucket = "fake"
-	var mode string // set before each case; the server only reads it
+	var modeVal atomic.Value // string: how the server answers now
+	modeVal.Store("")
+	stop := make(chan struct{}) // ends hanging handlers
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mode := modeVal.Load().(string)
 		if r.Method == http.MethodHead && strings.Trim(r.URL.Path, "/") == bucket {
 			return // BucketExists: yes
 		}
@@ -271,7 +275,12 @@ func TestS3Classify(t *testing.T) {
 		case "403":
 			s3Error(http.StatusForbidden, "AccessDenied")
 		case "hang":
-			<-r.Context().Done()
+			// The server notices a client that hangs up only once it has
+			// read the request body, which a hanging handler never does.
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
 		case "cut":
 			if r.Method != http.MethodGet {
 				s3Error(http.StatusNotImplemented, "NotImplemented")
@@ -285,6 +294,7 @@ func TestS3Classify(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	defer close(stop) // before srv.Close, which waits for the handlers
 	bkt, err := NewS3(t.Context(), S3Options{
 		Endpoint:    strings.TrimPrefix(srv.URL, "http://"),
 		Bucket:      bucket,
@@ -320,13 +330,13 @@ func TestS3Classify(t *testing.T) {
 		{"hang", true, nil},
 		{"cut", true, []string{"get", "getrange"}},
 	} {
-		mode = tc.mode
+		modeVal.Store(tc.mode)
 		for name, op := range ops {
 			if tc.ops != nil && !strings.Contains(strings.Join(tc.ops, ","), name) {
 				continue
 			}
 			t.Run(tc.mode+"/"+name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 				defer cancel()
 				err := op(ctx)
 				if err == nil {

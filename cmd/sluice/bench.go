@@ -426,7 +426,7 @@ func startEmbedded(n int, bucket tier.Bucket) (string, func(), error) {
 		return "", nil, err
 	}
 	if bucket == nil {
-		if bucket, err = tier.OpenLocalDir(filepath.Join(dir, "objects")); err != nil {
+		if bucket, err = tier.OpenLocalDir(filepath.Join(dir, "tier")); err != nil {
 			return "", nil, err
 		}
 	}

@@ -46,7 +46,7 @@ func runDev(ctx context.Context, args []string) error {
 
 	// Tiered topics (remote.storage.enable=true) copy closed segments to a
 	// local directory standing in for S3.
-	bucket, err := tier.OpenLocalDir(filepath.Join(*data, "objects"))
+	bucket, err := tier.OpenLocalDir(filepath.Join(*data, "tier"))
 	if err != nil {
 		return fmt.Errorf("object store directory: %w", err)
 	}

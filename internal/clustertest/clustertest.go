@@ -9,19 +9,23 @@
 // the replicas' logs batch by batch.
 //
 // One seed drives every random choice of a test; it is printed at the start
-// and on failure, and SLUICE_FAULT_SEED replays it.
+// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_CLUSTERTEST_BIN
+// runs a prebuilt sluice binary instead of building ./cmd/sluice.
+//
+// Run (ZooKeeper comes from the test services):
+//
+//	make services-up && source .services/env
+//	go test -count=1 -v ./internal/clustertest
+//
+// or scripts/with-services.sh go test -count=1 ./internal/clustertest.
 package clustertest
 
 import (
-	"bytes"
-	"context"
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -33,7 +37,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/testsvc"
 )
@@ -50,9 +53,13 @@ type Options struct {
 	SessionTimeout time.Duration
 	// ReplicaLagTimeMax is each broker's --replica-lag-time-max. Default 2 s.
 	ReplicaLagTimeMax time.Duration
-	// LogLevel of every process. Default info.
+	// LogLevel of every process. Default info, or EnvLogLevel when set.
 	LogLevel string
 }
+
+// EnvLogLevel sets the processes' default log level (debug shows, among
+// others, every failed follower fetch).
+const EnvLogLevel = "SLUICE_CLUSTERTEST_LOG_LEVEL"
 
 func (o *Options) defaults() {
 	if o.Brokers == 0 {
@@ -63,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReplicaLagTimeMax == 0 {
 		o.ReplicaLagTimeMax = 2 * time.Second
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = os.Getenv(EnvLogLevel)
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
@@ -135,7 +145,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	bin := Binary(t)
 	c.ZK = testsvc.ZooKeeper(t) + "/clustertest-" + randomHex(6)
 
-	// LIFO: on the way out, report (while the logs are fresh), then kill the
+	// The data dirs first: cleanups run last-in first-out, so they are
+	// removed only after the processes writing to them are dead.
+	dataDirs := make([]string, opts.Brokers)
+	for i := range dataDirs {
+		dataDirs[i] = t.TempDir()
+	}
+	// On the way out: report (while the logs are fresh), then kill the
 	// processes, then close the proxies they dialled.
 	t.Cleanup(c.closeProxies)
 	t.Cleanup(c.killAll)
@@ -144,7 +160,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	ports := pickPorts(t, opts.Brokers+1)
 	for i := 1; i <= opts.Brokers; i++ {
 		id := int32(i)
-		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: t.TempDir()}
+		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: dataDirs[i-1]}
 		zkHost, _, _ := strings.Cut(c.ZK, "/")
 		p, err := NewProxy(fmt.Sprintf("b%d→zk", id), zkHost, c.Logf)
 		if err != nil {
@@ -379,139 +395,6 @@ func (c *Cluster) Poll(timeout time.Duration, cond func() (ok bool, status strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// ---------------------------------------------------------------- public API
-
-// HTTP is the client for the public API; its requests time out in 15 s.
-func (c *Cluster) HTTP() *http.Client { return c.http }
-
-func (c *Cluster) getJSON(url string, out any, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, bytes.TrimSpace(body))
-	}
-	return json.Unmarshal(body, out)
-}
-
-// ClusterInfo is GET /v1/cluster.
-func (c *Cluster) ClusterInfo() (api.ClusterInfo, error) {
-	var ci api.ClusterInfo
-	err := c.getJSON(c.URL+"/v1/cluster", &ci, 5*time.Second)
-	return ci, err
-}
-
-// Topic is GET /v1/topics/{name}.
-func (c *Cluster) Topic(name string) (api.Topic, error) {
-	var t api.Topic
-	err := c.getJSON(c.URL+"/v1/topics/"+name, &t, 5*time.Second)
-	return t, err
-}
-
-// Partition is one partition of GET /v1/topics/{name}.
-func (c *Cluster) Partition(topic string, p int32) (api.PartitionInfo, error) {
-	t, err := c.Topic(topic)
-	if err != nil {
-		return api.PartitionInfo{}, err
-	}
-	if int(p) >= len(t.Partitions) {
-		return api.PartitionInfo{}, fmt.Errorf("topic %s has %d partitions", topic, len(t.Partitions))
-	}
-	return t.Partitions[p], nil
-}
-
-// CreateTopic is POST /v1/topics with replication factor rf and min.insync.replicas minISR.
-func (c *Cluster) CreateTopic(name string, partitions, rf, minISR int) api.Topic {
-	c.T.Helper()
-	return c.CreateTopicConfigs(name, partitions, rf, map[string]string{"min.insync.replicas": strconv.Itoa(minISR)})
-}
-
-// CreateTopicConfigs is POST /v1/topics with any topic configs.
-func (c *Cluster) CreateTopicConfigs(name string, partitions, rf int, configs map[string]string) api.Topic {
-	c.T.Helper()
-	body, _ := json.Marshal(api.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
-	resp, err := c.http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body))
-	if err != nil {
-		c.T.Fatalf("create topic %s: %v", name, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		c.T.Fatalf("create topic %s: %d %s", name, resp.StatusCode, b)
-	}
-	var t api.Topic
-	if err := json.Unmarshal(b, &t); err != nil {
-		c.T.Fatalf("create topic %s: %v", name, err)
-	}
-	c.Logf("created topic %s: %s", name, DescribePartitions(t))
-	return t
-}
-
-// DescribePartitions renders a topic's partitions on one line.
-func DescribePartitions(t api.Topic) string {
-	var sb strings.Builder
-	for i, p := range t.Partitions {
-		if i > 0 {
-			sb.WriteString("; ")
-		}
-		fmt.Fprintf(&sb, "p%d leader %d epoch %d isr %v replicas %v hw %d leo %d", p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.Replicas, p.HighWatermark, p.LogEndOffset)
-		if p.Offline {
-			sb.WriteString(" OFFLINE")
-		}
-	}
-	return sb.String()
-}
-
-// WaitLeader waits until partition p has a live leader for which ok holds
-// and returns its description.
-func (c *Cluster) WaitLeader(topic string, p int32, timeout time.Duration, ok func(api.PartitionInfo) bool) api.PartitionInfo {
-	c.T.Helper()
-	var last api.PartitionInfo
-	c.WaitFor(fmt.Sprintf("a leader of %s-%d", topic, p), timeout, func() (bool, string) {
-		pi, err := c.Partition(topic, p)
-		if err != nil {
-			return false, err.Error()
-		}
-		last = pi
-		return !pi.Offline && pi.Leader > 0 && (ok == nil || ok(pi)), fmt.Sprintf("%+v", pi)
-	})
-	return last
-}
-
-// WaitFullISR waits until every partition of topic has a leader and all its
-// replicas in the ISR, and (with settled) the leader's HW equal to its log
-// end: a quiet, converged partition.
-func (c *Cluster) WaitFullISR(topic string, timeout time.Duration, settled bool) api.Topic {
-	c.T.Helper()
-	var last api.Topic
-	c.WaitFor(fmt.Sprintf("every replica of %s in the ISR", topic), timeout, func() (bool, string) {
-		t, err := c.Topic(topic)
-		if err != nil {
-			return false, err.Error()
-		}
-		last = t
-		for _, p := range t.Partitions {
-			if p.Offline || len(p.ISR) != len(p.Replicas) || (settled && (p.HighWatermark < 0 || p.HighWatermark != p.LogEndOffset)) {
-				return false, DescribePartitions(t)
-			}
-		}
-		return true, ""
-	})
-	return last
 }
 
 // ---------------------------------------------------------------- teardown
