@@ -57,6 +57,14 @@ func Binary(t testing.TB) string {
 	return build.path
 }
 
+// RemoveBinary deletes the binary Binary built, if it built one; call it
+// from TestMain after the tests ran.
+func RemoveBinary() {
+	if build.path != "" && os.Getenv(EnvBinary) == "" {
+		_ = os.RemoveAll(filepath.Dir(build.path))
+	}
+}
+
 // moduleRoot walks up from the working directory (the package's, under go
 // test) to the directory holding go.mod.
 func moduleRoot() (string, error) {
