@@ -46,6 +46,7 @@ func (b *Broker) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", b.handleHealth)
+	r.Method(http.MethodGet, "/metrics", b.metricsHandler())
 	return r
 }
 

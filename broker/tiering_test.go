@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +221,35 @@ func testTieredReadBack(t *testing.T, bkt tier.Bucket) {
 	recs := c.scrub("cold", false)
 	if len(recs) < 5 || recs[0].Base != 0 {
 		t.Fatalf("records %d, first at %d", len(recs), recs[0].Base)
+	}
+	// The positions are in the leader's metrics as well.
+	leaderAddr := ""
+	for _, b := range c.Brokers {
+		if b.ID() == p.Leader {
+			leaderAddr = b.Addr()
+		}
+	}
+	resp, err := http.Get("http://" + leaderAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	_, _ = metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`sluice_partition_remote_end_offset\{partition="0",topic="cold"\} (\d+)`).FindStringSubmatch(metrics.String())
+	if m == nil {
+		t.Fatalf("leader metrics lack the remote end:\n%s", metrics.String())
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 1000 || n > 3000 {
+		t.Fatalf("remote end in metrics %d", n)
+	}
+	for _, want := range []string{
+		`sluice_partition_log_start_offset{partition="0",topic="cold"} 0`,
+		`sluice_partition_leader{partition="0",topic="cold"} 1`,
+	} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Fatalf("leader metrics lack %q", want)
+		}
 	}
 	// Followers trimmed their copies too.
 	for _, b := range c.Brokers {

@@ -214,6 +214,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
+	g.metrics.fetchRequests.WithLabelValues("records").Inc()
 	res, err := g.fetchRecords(ctx, fp, offset)
 	if err != nil {
 		api.WriteError(w, err)

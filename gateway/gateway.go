@@ -51,6 +51,7 @@ type Gateway struct {
 	srv       *http.Server
 	sticky    stickyPartitioner
 	producers producerEpochs
+	metrics   *gatewayMetrics
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -71,7 +72,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway")}
+	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics()}
 	g.ln = opts.Listener
 	if g.ln == nil {
 		ln, err := net.Listen("tcp", opts.Addr)
@@ -143,6 +144,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.Get("/healthz", g.handleHealthz)
 	r.Get("/readyz", g.handleReadyz)
 	r.Get("/openapi.yaml", g.handleOpenAPI)
+	r.Method(http.MethodGet, "/metrics", g.metrics.handler())
 	r.Get("/v1/cluster", g.handleCluster)
 	r.Get("/v1/topics", g.handleListTopics)
 	r.Post("/v1/topics", g.handleCreateTopic)

@@ -160,12 +160,13 @@ func (d *openAPIDoc) parameter(t *testing.T, op operationDoc, name string) param
 // every route except the dashboard's catch-all.
 func routerRoutes(t *testing.T) map[string]bool {
 	t.Helper()
-	// Routes reads only g.opts.Dashboard and g.log and takes method values;
+	// Routes reads only g.opts.Dashboard, g.log and g.metrics and takes method values;
 	// no handler runs. The dashboard is set so that the walk sees everything
 	// Routes can register.
 	g := &Gateway{
-		opts: Options{Dashboard: http.NotFoundHandler()},
-		log:  slog.New(slog.DiscardHandler),
+		opts:    Options{Dashboard: http.NotFoundHandler()},
+		log:     slog.New(slog.DiscardHandler),
+		metrics: newGatewayMetrics(),
 	}
 	rt, ok := g.Routes().(chi.Routes)
 	if !ok {

@@ -179,11 +179,14 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if first != nil {
+		g.metrics.produceRequests.WithLabelValues(string(first.Code)).Inc()
 		resp.Error = &api.ErrorDetail{Code: first.Code, Message: first.Message, Retriable: first.Retriable()}
 		w.Header().Set(api.HeaderErrorCode, string(first.Code))
 		writeJSON(w, first.Status(), resp)
 		return
 	}
+	g.metrics.produceRequests.WithLabelValues("ok").Inc()
+	g.metrics.producedRecords.Add(float64(len(recs)))
 	writeOffsets(w, resp.Offsets)
 }
 

@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// gatewayMetrics are the gateway's counters; one registry per gateway.
+type gatewayMetrics struct {
+	reg             *prometheus.Registry
+	produceRequests *prometheus.CounterVec // by result code ("ok" or an error code)
+	producedRecords prometheus.Counter
+	fetchRequests   *prometheus.CounterVec // by route
+}
+
+func newGatewayMetrics() *gatewayMetrics {
+	m := &gatewayMetrics{
+		reg: prometheus.NewRegistry(),
+		produceRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_produce_requests_total", Help: "Produce requests by result (ok or the error code).",
+		}, []string{"result"}),
+		producedRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_produced_records_total", Help: "Records acknowledged to producers.",
+		}),
+		fetchRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_fetch_requests_total", Help: "Fetch requests by route (records, batches, ws).",
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, prometheus.NewGoCollector())
+	return m
+}
+
+func (m *gatewayMetrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
