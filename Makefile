@@ -33,6 +33,8 @@ bench: build
 	./bin/sluice bench produce
 	@echo '== acks=all on replication factor 3 vs acks=1 on replication factor 1, three brokers'
 	./bin/sluice bench produce --brokers 3 --replication-factor 3 --acks all --baseline rf1
+	@echo '== consume from offset 0: all in the object store (a local directory here) vs local disk'
+	./bin/sluice bench consume --cold --raw
 
 lint:
 	$(GO) vet ./...
