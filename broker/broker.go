@@ -130,6 +130,7 @@ type Broker struct {
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
 
 	registered atomic.Bool
+	runCtx     context.Context // ends when Close begins
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
@@ -173,6 +174,11 @@ func New(opts Options) (*Broker, error) {
 	b.isrKick = make(chan struct{}, 1)
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
+		alive: func(id int32) bool {
+			_, ok := b.view.Current().Brokers[id]
+			return ok
+		},
+		resign: b.resign,
 		kickISR: func() {
 			select {
 			case b.isrKick <- struct{}{}:
@@ -233,7 +239,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
+	b.runCtx, b.cancel = runCtx, cancel
 	b.view.Start()
 	b.goFunc(func() {
 		if err := b.srv.Serve(b.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -50,51 +50,32 @@ func (b *Broker) isrLoop(ctx context.Context) {
 	}
 }
 
-// sessionLoop watches the coordinator session. Once the session is gone (or
-// has been unreachable for longer than its timeout, after which the ensemble
-// has expired it) the controller may have moved every leadership this broker
-// held: all partitions are fenced until fresh states are applied, so a
-// deposed leader acknowledges nothing.
+// sessionLoop watches the coordinator session. The moment the connection
+// drops, this broker cannot know whether its session still lives: the client
+// only reports Disconnected some way into the timeout, and the ensemble may
+// expire the session (and the controller move every leadership) before the
+// client hears about it. So all partitions are fenced at once and stay fenced
+// until states read in a live session are applied again: a deposed leader
+// acknowledges nothing, at the price of a pause when the link blips.
 func (b *Broker) sessionLoop(ctx context.Context) {
 	events := b.opts.Coord.SessionEvents()
-	var cutoff <-chan time.Time
-	var timer *time.Timer
-	stopTimer := func() {
-		if timer != nil {
-			timer.Stop()
-			timer, cutoff = nil, nil
-		}
-	}
-	defer stopTimer()
 	fenced := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-cutoff:
-			stopTimer()
-			if !fenced {
-				b.log.Warn("coordinator unreachable past the session timeout; fencing all partitions")
-				b.parts.fenceAll()
-				fenced = true
-			}
 		case st, ok := <-events:
 			if !ok {
 				return
 			}
 			switch st {
-			case coord.StateDisconnected:
-				if timer == nil {
-					timer = time.NewTimer(b.opts.SessionTimeout)
-					cutoff = timer.C
+			case coord.StateDisconnected, coord.StateExpired:
+				if !fenced {
+					b.log.Warn("coordinator session lost or in doubt; fencing all partitions", "state", st)
+					b.parts.fenceAll()
+					fenced = true
 				}
-			case coord.StateExpired:
-				stopTimer()
-				b.log.Warn("coordinator session expired; fencing all partitions")
-				b.parts.fenceAll()
-				fenced = true
 			case coord.StateConnected:
-				stopTimer()
 				if fenced {
 					// Re-read everything and re-apply: that lifts the fence
 					// where this broker still holds its role.

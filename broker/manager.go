@@ -147,6 +147,7 @@ func firstOr(r [][]int32) []int32 {
 func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, replicas []int32) (*Partition, error) {
 	dir := partitionDir(tp.topic, tp.id)
 	b, exists, err := commitlog.ReadFile(m.fs, dir, partitionMetaFile)
+	inherited := exists // a log left by an earlier run of this broker
 	switch {
 	case err != nil:
 		return nil, err
@@ -157,6 +158,7 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 			if err := m.fs.Rename(dir, stray); err != nil {
 				return nil, err
 			}
+			inherited = false
 		}
 	}
 	l, err := commitlog.Open(m.fs, dir, commitlog.Options{
@@ -176,7 +178,11 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 		l.Close()
 		return nil, err
 	}
-	return newPartition(tp.topic, topicID, tp.id, l, cfg, replicas, m.deps), nil
+	p := newPartition(tp.topic, topicID, tp.id, l, cfg, replicas, m.deps)
+	// A replica created by this process has no earlier leadership to hand
+	// back; one whose log an earlier run left behind may (Partition.applyState).
+	p.inherited = !inherited
+	return p, nil
 }
 
 // fenceAll stops every partition from acting until fresh states arrive.

@@ -46,6 +46,11 @@ type partitionDeps struct {
 	peerAddr func(id int32) (string, bool)
 	// kickISR asks the ISR loop to look at this broker's leader partitions now.
 	kickISR func()
+	// alive reports whether a broker is registered.
+	alive func(id int32) bool
+	// resign gives up a leadership this process did not win itself (see
+	// Partition.applyState).
+	resign func(p *Partition, st api.PartitionState, version int32)
 }
 
 // Partition is one partition replica on this broker: its log and the role the
@@ -65,6 +70,8 @@ type Partition struct {
 	stateVersion int32              // its znode version
 	replicas     []int32
 	fenced       bool              // the broker lost its coordinator session: act on nothing until a fresh state arrives
+	inherited    bool              // the first state this process applied has been looked at
+	resignedAt   int32             // leader epoch this replica handed back (-1: none); it never leads at or below it
 	progress     *replica.Progress // non-nil while leading
 	epochStart   int64             // log end when this leadership began
 	follow       *followerRun      // non-nil while following
@@ -83,7 +90,7 @@ func (f *followerRun) stop() {
 
 func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
 	return &Partition{Topic: topic, topicID: topicID, ID: id, log: log, cfg: cfg, deps: deps, replicas: replicas,
-		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1}
+		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1}
 }
 
 // Log is the partition's local log.
@@ -132,7 +139,23 @@ func (p *Partition) applyState(st api.PartitionState, version int32) {
 		return // a newer state was applied while the old follower stopped
 	}
 	self := p.deps.self
+	if !p.inherited {
+		p.inherited = true
+		if st.Leader == self {
+			// The state says we lead, but this process never won that
+			// leadership: it is left from before a restart, and the log may
+			// have lost its unsynced tail since (a power loss). Leading on it
+			// would make followers truncate acknowledged records. Hand the
+			// leadership back so the controller elects an ISR member that
+			// kept everything; this replica rejoins as a follower.
+			p.resignedAt = st.LeaderEpoch
+			go p.deps.resign(p, st, version)
+			return
+		}
+	}
 	switch {
+	case st.Leader == self && st.LeaderEpoch <= p.resignedAt:
+		return // handed back; waiting for the controller's election
 	case st.Leader == self:
 		if err := p.log.AssignEpoch(st.LeaderEpoch); err != nil {
 			p.deps.log.Error("cannot record the new leader epoch", "partition", p.String(), "err", err)
@@ -301,6 +324,18 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 	for {
 		o := p.log.Offsets()
 		if o.HighWatermark >= end {
+			// Committed, but to how many copies? When the ISR shrank below
+			// the minimum the HW jumped without the copies acks=all promises
+			// (Kafka's checkEnoughReplicasReachOffset).
+			p.mu.Lock()
+			isr := 0
+			if p.progress != nil {
+				isr = len(p.progress.ISR())
+			}
+			p.mu.Unlock()
+			if isr < p.cfg.MinInsyncReplicas {
+				return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: written, but the ISR shrank to %d, below min.insync.replicas %d", p, isr, p.cfg.MinInsyncReplicas)
+			}
 			return nil
 		}
 		p.mu.Lock()
@@ -340,7 +375,12 @@ func (p *Partition) onFollowerFetch(id int32, offset int64, epoch int32) error {
 		return err
 	}
 	leo := p.log.Offsets().LogEnd
-	if !p.progress.OnFetch(id, min(offset, leo), leo, time.Now()) {
+	if offset > leo {
+		// The follower holds data the leader does not: it must truncate
+		// first. Counting it as progress would move the HW over nothing.
+		return api.Errorf(api.CodeOffsetOutOfRange, "%s: follower %d fetches at %d, past the leader's log end %d", p, id, offset, leo)
+	}
+	if !p.progress.OnFetch(id, offset, leo, time.Now()) {
 		return api.Errorf(api.CodeInvalidRequest, "broker %d is not a replica of %s", id, p)
 	}
 	p.advanceHWLocked()
@@ -360,7 +400,14 @@ func (p *Partition) isrChange(now time.Time, maxLag time.Duration) (st api.Parti
 	}
 	isr := p.progress.ISR()
 	out := p.progress.Laggards(now, maxLag)
-	in := p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart, now, maxLag)
+	var in []int32
+	for _, id := range p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart, now, maxLag) {
+		// Only registered brokers: the controller drops unregistered ones
+		// from the ISR, and adding them back would flap it.
+		if p.deps.alive(id) {
+			in = append(in, id)
+		}
+	}
 	if len(out) == 0 && len(in) == 0 {
 		return st, 0, false
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
@@ -60,6 +61,32 @@ func listRemote(ctx context.Context, c coord.Coordinator, topic string, p int32)
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// remoteBoundsOf reads only the first record's name and the last record: the
+// first remote offset and the remote end (-1, -1 when there are none).
+func remoteBoundsOf(ctx context.Context, c coord.Coordinator, topic string, p int32) (int64, int64, error) {
+	names, _, err := c.Children(ctx, remotePath(topic, p))
+	if errors.Is(err, coord.ErrNoNode) || (err == nil && len(names) == 0) {
+		return -1, -1, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	sort.Strings(names)
+	start, err := strconv.ParseInt(names[0], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("remote record name %q: %w", names[0], err)
+	}
+	data, _, err := c.Get(ctx, remotePath(topic, p)+"/"+names[len(names)-1])
+	if err != nil {
+		return 0, 0, err
+	}
+	var last tier.RemoteSegment
+	if err := json.Unmarshal(data, &last); err != nil {
+		return 0, 0, err
+	}
+	return start, last.Next, nil
 }
 
 func (m remoteMeta) Commit(ctx context.Context, seg tier.RemoteSegment) error {

@@ -18,6 +18,9 @@ type partitionTier struct {
 	remote []tier.RemoteSegment // valid when loaded
 	loaded bool                 // remote was read in the current leadership
 	epoch  int32                // the leader epoch remote was loaded in
+	// start and end are the remote bounds a follower keeps instead of the
+	// list (-1 when none); unused while loaded.
+	start, end int64
 	// lastSweep is when the orphan sweep last ran; only the tier loop
 	// touches it.
 	lastSweep time.Time
@@ -31,11 +34,17 @@ func (t *partitionTier) snapshot() ([]tier.RemoteSegment, bool) {
 
 // remoteBounds returns the first remote offset and the remote end (-1, -1 when none).
 func (t *partitionTier) remoteBounds() (start, end int64) {
-	segs, _ := t.snapshot()
-	if len(segs) == 0 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.loaded {
+		if t.remote == nil && t.end > 0 {
+			return t.start, t.end
+		}
+	}
+	if len(t.remote) == 0 {
 		return -1, -1
 	}
-	return segs[0].Base, segs[len(segs)-1].Next
+	return t.remote[0].Base, t.remote[len(t.remote)-1].Next
 }
 
 // tierLoop runs tiered storage for this broker's partitions every
@@ -104,13 +113,15 @@ func (b *Broker) tierPartition(ctx context.Context, p *Partition) error {
 			}
 		}
 	} else {
-		// A follower learns the remote end from the records themselves.
-		segs, err := listRemote(ctx, b.opts.Coord, p.Topic, p.ID)
+		// A follower needs only the bounds: the first record's name and the
+		// last record's end.
+		start, end, err := remoteBoundsOf(ctx, b.opts.Coord, p.Topic, p.ID)
 		if err != nil {
 			return err
 		}
 		p.tier.mu.Lock()
-		p.tier.remote, p.tier.loaded, p.tier.epoch = segs, false, -1
+		p.tier.remote, p.tier.loaded, p.tier.epoch = nil, false, -1
+		p.tier.start, p.tier.end = start, end
 		p.tier.mu.Unlock()
 	}
 	return b.localRetention(p)

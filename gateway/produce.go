@@ -365,7 +365,7 @@ func retriableIdempotent(err error) bool {
 // produceTo sends one partition's batch to its leader, following leadership
 // changes and retrying failures that wrote nothing until ctx ends.
 func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte, retriable func(error) bool) (brokerapi.ProduceResult, error) {
-	return retry(ctx, retriable, func() (brokerapi.ProduceResult, error) {
+	res, err := retry(ctx, retriable, func() (brokerapi.ProduceResult, error) {
 		addr, _, err := g.view.Current().Leader(topic, p)
 		if err != nil {
 			return brokerapi.ProduceResult{}, err
@@ -376,6 +376,12 @@ func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks str
 		}
 		return g.brokers.Produce(ctx, addr, topic, p, acks, remaining, batch)
 	})
+	if err != nil && brokerapi.NotSent(err) {
+		// Never reached a leader: say so with a code that means nothing
+		// was written, so the client knows a retry is safe.
+		return res, api.Errorf(api.CodeLeaderNotAvailable, "%s/%d: could not reach the leader: %v", topic, p, err)
+	}
+	return res, err
 }
 
 // retry calls f until it succeeds, fails in a way ok says is not worth

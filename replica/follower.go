@@ -74,6 +74,12 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 		case errors.Is(err, api.ErrStorage):
 			log.Error("follower stops: local disk error", "err", err)
 			return
+		case errors.Is(err, api.ErrCorruptRecord):
+			// The leader's batches do not continue our log: our lineage
+			// diverged after all. Agree on it again.
+			log.Warn("leader's batches do not continue the local log; truncating again", "err", err)
+			truncated = false
+			backoff.wait(ctx)
 		default:
 			log.Debug("follower fetch failed; retrying", "err", err)
 			backoff.wait(ctx)

@@ -93,7 +93,7 @@ func runBroker(ctx context.Context, args []string) error {
 	if *id <= 0 {
 		return fmt.Errorf("--id must be a positive integer")
 	}
-	logger := newLogger(*logLevel).With("broker", *id)
+	logger := newLogger(*logLevel) // the broker adds its id to every line
 	c, err := zk.dial(ctx, logger)
 	if err != nil {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
