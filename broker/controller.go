@@ -70,7 +70,7 @@ func (ctl *controller) run(ctx context.Context) {
 			}
 			continue
 		}
-		ctl.log.Info("became controller", "broker", ctl.self, "epoch", ctl.currentEpoch())
+		ctl.log.Info("became controller", "epoch", ctl.currentEpoch())
 		// While in office, react to every metadata change: elect leaders for
 		// partitions whose leader died, drop dead followers from ISRs, and
 		// periodically move leadership back to preferred replicas.

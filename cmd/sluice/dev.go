@@ -102,10 +102,10 @@ func runDev(ctx context.Context, args []string) error {
 Try:
   curl -s -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{"name":"orders","partitions":3}'
   curl -s -X POST %s/v1/topics/orders/records -H 'Content-Type: application/json' -d '{"records":[{"key":"user-1","value":{"total":42}}]}'
-  curl -s '%s/v1/topics/orders/partitions/0/records?offset=earliest'
+  curl -s '%s/v1/topics/orders/partitions/%d/records?offset=earliest'
 
 Ctrl-C stops it.
-`, version, base, *nBrokers, *data, base, base, base)
+`, version, base, *nBrokers, *data, base, base, base, api.KeyPartition([]byte("user-1"), 3))
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/tier"
 	"github.com/sluice-io/sluice/internal/testsvc"
 )
 
@@ -55,6 +57,13 @@ type Options struct {
 	ReplicaLagTimeMax time.Duration
 	// LogLevel of every process. Default info, or EnvLogLevel when set.
 	LogLevel string
+	// S3, when set, gives every broker tiered storage in that bucket
+	// (--s3-*), each through a proxy of its own (Broker.S3Link), under a
+	// fresh random key prefix (Cluster.S3Prefix). Default nil: local only.
+	S3 *testsvc.S3Config
+	// TierInterval is each broker's --tier-interval when S3 is set.
+	// Default 1 s.
+	TierInterval time.Duration
 }
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
@@ -77,6 +86,9 @@ func (o *Options) defaults() {
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
 	}
+	if o.TierInterval == 0 {
+		o.TierInterval = time.Second
+	}
 }
 
 // Cluster is a running cluster. Its methods are called from the test's
@@ -92,13 +104,18 @@ type Cluster struct {
 	URL string
 	// ZK is the connect string with the cluster's chroot (direct, no proxy).
 	ZK string
+	// S3Prefix is the key prefix of the brokers' bucket ("" without S3).
+	S3Prefix string
 
 	opts    Options
 	start   time.Time
 	brokers map[int32]*Broker
 	gateway *process
 	links   map[[2]int32]*Proxy // [from, to]
+	extra   []*Proxy            // other proxies (GatewayProxy), closed with the links
 	http    *http.Client
+	zk      coord.Coordinator // Coord, opened on first use
+	bucket  tier.Bucket       // Bucket, opened on first use
 }
 
 // Broker is one broker process of the cluster.
@@ -108,6 +125,10 @@ type Broker struct {
 	DataDir string
 	// ZKLink is the proxy between this broker and ZooKeeper.
 	ZKLink *Proxy
+	// S3Link is the proxy between this broker and the S3 server (nil
+	// without Options.S3). A broker (re)started while it is cut waits for
+	// the bucket at startup, up to 30 s, and then exits.
+	S3Link *Proxy
 	proc   *process
 }
 
@@ -167,7 +188,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 		b.ZKLink = p
+		if opts.S3 != nil {
+			s3, err := NewProxy(fmt.Sprintf("b%d→s3", id), opts.S3.Endpoint, c.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.S3Link = s3
+		}
 		c.brokers[id] = b
+	}
+	if opts.S3 != nil {
+		c.S3Prefix = "clustertest-" + randomHex(6)
 	}
 	for _, from := range c.BrokerIDs() {
 		for _, to := range c.BrokerIDs() {
@@ -189,6 +220,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--zk-session-timeout", opts.SessionTimeout.String(),
 			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
 			"--log-level", opts.LogLevel}
+		if s3 := opts.S3; s3 != nil {
+			args = append(args, "--s3-endpoint", b.S3Link.Addr(), "--s3-bucket", s3.Bucket, "--s3-prefix", c.S3Prefix,
+				"--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey, "--tier-interval", opts.TierInterval.String())
+		}
 		for _, to := range c.BrokerIDs() {
 			if to != id {
 				args = append(args, "--peer-address", fmt.Sprintf("%d=%s", to, c.links[[2]int32{id, to}].Addr()))
@@ -224,6 +259,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 	c.Logf("cluster up: %d brokers, gateway %s, zk %s", opts.Brokers, c.URL, c.ZK)
 	return c
+}
+
+// GatewayProxy returns a new proxy in front of the gateway, for a client
+// whose link to the gateway a test wants to break (its URL is
+// "http://"+Addr()). It is closed with the cluster's other proxies.
+func (c *Cluster) GatewayProxy(name string) *Proxy {
+	c.T.Helper()
+	p, err := NewProxy(name, strings.TrimPrefix(c.URL, "http://"), c.Logf)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.extra = append(c.extra, p)
+	return p
 }
 
 // Logf logs with the wall-clock time (to match the processes' log lines)
@@ -418,9 +466,15 @@ func (c *Cluster) closeProxies() {
 	for _, p := range c.links {
 		p.Close()
 	}
+	for _, p := range c.extra {
+		p.Close()
+	}
 	for _, b := range c.brokers {
 		if b.ZKLink != nil {
 			b.ZKLink.Close()
+		}
+		if b.S3Link != nil {
+			b.S3Link.Close()
 		}
 	}
 }

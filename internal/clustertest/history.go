@@ -71,7 +71,10 @@ func (op *Op) String() string {
 type History struct {
 	c     *Cluster
 	Topic string
-	http  *http.Client
+	// Pad makes every value Pad bytes longer (set it before producing):
+	// bigger records fill segments faster.
+	Pad  int
+	http *http.Client
 
 	mu           sync.Mutex // guards the fields below
 	ops          []*Op
@@ -101,8 +104,9 @@ func (h *History) values(w, n int) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]string, n)
+	pad := strings.Repeat("x", h.Pad)
 	for i := range out {
-		out[i] = fmt.Sprintf("w%d-%06d", w, h.seq[w])
+		out[i] = fmt.Sprintf("w%d-%06d%s", w, h.seq[w], pad)
 		h.seq[w]++
 	}
 	return out

@@ -1,8 +1,10 @@
 package clustertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -21,6 +23,12 @@ import (
 // and closed (a peer that answers with RST). Restore heals either: the
 // connections that lived through the cut are closed (their streams lost
 // bytes), and new connections flow again.
+//
+// Two more faults act on single requests rather than the whole link:
+// DropResponses forwards requests but loses a random share of the answers
+// (a client that cannot tell whether its request took effect), and
+// CutOnRequest stalls the link in the middle of a chosen request (an upload
+// caught half-way).
 type Proxy struct {
 	Name   string
 	target string
@@ -33,6 +41,13 @@ type Proxy struct {
 	closed bool
 	// accepted counts connections, for the logs.
 	accepted int
+	// dropShare of new connections lose their first answer (DropResponses);
+	// dropRand draws which ones; dropped counts the answers lost.
+	dropShare float64
+	dropRand  *rand.Rand
+	dropped   int
+	// trigger is the armed CutOnRequest, nil when none is.
+	trigger *RequestCut
 
 	wg sync.WaitGroup // the accept loop and every pipe's goroutines
 }
@@ -45,12 +60,33 @@ const (
 	linkReset         // CutReset: close everything
 )
 
+// RequestCut is an armed CutOnRequest: the first client→target read that
+// starts with its prefix picks a pipe; after more bytes of that pipe are
+// forwarded, the link is cut (stalled) and Fired is closed.
+type RequestCut struct {
+	// Fired is closed when the link is cut.
+	Fired <-chan struct{}
+
+	prefix []byte
+	after  int   // guarded by Proxy.mu
+	pipe   *pipe // nil until a request matched; guarded by Proxy.mu
+	fired  chan struct{}
+	line   string // the matched request's first line; set before fired is closed
+}
+
+// Request is the first line of the request the link was cut in ("PUT
+// /bucket/key HTTP/1.1"); read it after Fired is closed.
+func (rc *RequestCut) Request() string { return rc.line }
+
 // pipe is one relayed connection. doomed pipes lived through a cut: they
 // forward nothing more and are closed by Restore or Close.
 type pipe struct {
 	client   net.Conn
 	upstream net.Conn // nil until dialled
 	doomed   bool     // guarded by Proxy.mu
+	// dropResponse: the target's first bytes are discarded and the
+	// connection closed (DropResponses). Set before the pipe is served.
+	dropResponse bool
 	once     sync.Once
 	done     chan struct{} // closed by close
 }
@@ -117,6 +153,7 @@ func (p *Proxy) cut(m cutMode) {
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.mode = linkUp
+	p.trigger = nil
 	var doomed []*pipe
 	for pp := range p.pipes {
 		if pp.doomed {
@@ -128,6 +165,73 @@ func (p *Proxy) Restore() {
 		pp.close()
 	}
 	p.logf("link %s restored: %d stalled connections closed", p.Name, len(doomed))
+}
+
+// DropResponses makes the link lose the answer of a share (0..1) of the
+// connections accepted from now on, drawn with rng: the request is relayed
+// to the target in full, and when the target's first bytes come back they
+// are discarded and both sides closed. The target did the work; the client
+// sees its connection end without an answer. Every request of a client that
+// dials one connection per request (no keep-alive) is thus a separate draw.
+// A share of 0 turns it off. The proxy owns rng from now on.
+func (p *Proxy) DropResponses(share float64, rng *rand.Rand) {
+	p.mu.Lock()
+	p.dropShare, p.dropRand = share, rng
+	p.mu.Unlock()
+	p.logf("link %s drops the answers of %.0f%% of new connections", p.Name, share*100)
+}
+
+// Dropped is how many answers DropResponses discarded.
+func (p *Proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// CutOnRequest arms a cut in the middle of a request: the link relays as
+// usual until a client sends a request whose first bytes are method and a
+// space ("PUT", "HEAD": an HTTP request line); after more bytes of that
+// connection's request stream reach the target (0: none of it; the request
+// line and headers count), the link is cut as by Cut and Fired is closed.
+// Restore heals it as any cut (and disarms a cut that has not fired, whose
+// Fired then never closes); arming again replaces the previous one.
+func (p *Proxy) CutOnRequest(method string, after int) *RequestCut {
+	fired := make(chan struct{})
+	rc := &RequestCut{Fired: fired, prefix: []byte(method + " "), after: after, fired: fired}
+	p.mu.Lock()
+	p.trigger = rc
+	p.mu.Unlock()
+	p.logf("link %s will stall %d bytes into the next %s request", p.Name, after, method)
+	return rc
+}
+
+// gate decides how much of chunk, just read from pp's client, may go to
+// the target: all of it unless pp carries an armed cut's request. When the
+// cut's byte budget is spent it returns cut true: the caller forwards the
+// first n bytes, then cuts the link.
+func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.trigger
+	if t == nil {
+		return len(chunk), false
+	}
+	if t.pipe == nil && bytes.HasPrefix(chunk, t.prefix) {
+		t.pipe = pp
+		line, _, _ := bytes.Cut(chunk, []byte("\r\n"))
+		t.line = string(line[:min(len(line), 300)])
+	}
+	if t.pipe != pp {
+		return len(chunk), false
+	}
+	if len(chunk) < t.after {
+		t.after -= len(chunk)
+		return len(chunk), false
+	}
+	n = t.after
+	p.trigger = nil
+	close(t.fired)
+	return n, true
 }
 
 // IsCut reports whether the link is cut.
@@ -176,6 +280,9 @@ func (p *Proxy) acceptLoop() {
 			continue
 		}
 		pp.doomed = p.mode == linkStall
+		if p.dropShare > 0 && p.dropRand != nil {
+			pp.dropResponse = p.dropRand.Float64() < p.dropShare
+		}
 		p.pipes[pp] = struct{}{}
 		p.accepted++
 		p.wg.Add(1)
@@ -211,8 +318,8 @@ func (p *Proxy) serve(pp *pipe) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.relay(pp, up, pp.client) }()
-	go func() { defer wg.Done(); p.relay(pp, pp.client, up) }()
+	go func() { defer wg.Done(); p.relay(pp, up, pp.client, true) }()
+	go func() { defer wg.Done(); p.relay(pp, pp.client, up, false) }()
 	wg.Wait()
 }
 
@@ -230,7 +337,9 @@ func (p *Proxy) held(pp *pipe) bool {
 // relay copies src to dst until either side ends or the pipe is doomed; a
 // doomed pipe keeps what it read and waits to be closed. Either direction
 // ending closes the whole pipe (HTTP and ZooKeeper need no half-close).
-func (p *Proxy) relay(pp *pipe, dst, src net.Conn) {
+// toTarget says which direction this is: requests pass the CutOnRequest
+// gate, answers the DropResponses one.
+func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 	defer pp.close()
 	buf := make([]byte, 32<<10)
 	for {
@@ -239,7 +348,25 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn) {
 			if p.held(pp) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if !toTarget && pp.dropResponse {
+				p.mu.Lock()
+				p.dropped++
+				p.mu.Unlock()
+				return // the answer is lost; the deferred close ends both sides
+			}
+			fwd, cut := n, false
+			if toTarget {
+				fwd, cut = p.gate(pp, buf[:n])
+			}
+			if fwd > 0 {
+				if _, werr := dst.Write(buf[:fwd]); werr != nil {
+					return
+				}
+			}
+			if cut {
+				p.logf("link %s stalls %d bytes into a request", p.Name, fwd)
+				p.cut(linkStall)
+				p.held(pp) // the rest of the request stays here
 				return
 			}
 		}

@@ -1,0 +1,109 @@
+package clustertest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// TestIdempotentProducerDroppedResponses (issue 3, scenario 6): idempotent
+// producers write acks=all through a proxy that relays every request to the
+// gateway but loses the answer of 30% of them; each producer resends the
+// same request (same producer id, epoch and sequences) until it is
+// acknowledged, then moves on. Meanwhile the leader of partition 0 is
+// SIGKILLed once and restarted. Every value must be stored exactly once, at
+// the offset finally acknowledged, each producer's values in sequence order
+// per partition, offsets dense, and the replicas identical.
+func TestIdempotentProducerDroppedResponses(t *testing.T) {
+	c := Start(t, Options{})
+	c.CreateTopic(topic, 2, 3, 2)
+	parts := allPartitions(2)
+	px := c.GatewayProxy("client→gw")
+	px.DropResponses(0.3, c.NewRand())
+	load := c.StartIdempotentLoad(topic, IdemOptions{URL: "http://" + px.Addr(), Producers: 4, Partitions: parts})
+	acked := func() int {
+		n := 0
+		for _, r := range load.Requests() {
+			if r.OK {
+				n++
+			}
+		}
+		return n
+	}
+	c.WaitFor("100 acknowledged idempotent requests", 20*time.Second, func() (bool, string) {
+		n := acked()
+		return n >= 100, fmt.Sprintf("%d acknowledged", n)
+	})
+
+	before := c.WaitLeader(topic, 0, 10*time.Second, nil)
+	victim := before.Leader
+	killed := time.Now()
+	c.Kill(victim)
+	after := c.WaitLeader(topic, 0, 30*time.Second, func(pi api.PartitionInfo) bool {
+		return pi.Leader != victim && pi.LeaderEpoch > before.LeaderEpoch
+	})
+	failover := time.Since(killed)
+	c.Logf("p0: b%d killed at epoch %d; b%d leads at epoch %d after %v", victim, before.LeaderEpoch, after.Leader, after.LeaderEpoch, failover.Round(time.Millisecond))
+	ackedAtFailover := acked()
+	c.WaitFor("30 more acknowledged requests under the new leader", 15*time.Second, func() (bool, string) {
+		n := acked() - ackedAtFailover
+		return n >= 30, fmt.Sprintf("%d more", n)
+	})
+	c.Restart(victim)
+	rejoin := c.WaitFor(fmt.Sprintf("b%d back in every ISR", victim), 30*time.Second, func() (bool, string) {
+		tp, err := c.Topic(topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, pi := range tp.Partitions {
+			if !slices.Contains(pi.ISR, victim) {
+				return false, DescribePartitions(tp)
+			}
+		}
+		return true, ""
+	})
+	c.Logf("b%d back in every ISR %v after its restart", victim, rejoin.Round(time.Millisecond))
+	time.Sleep(time.Second)
+	load.Stop()
+	tp := c.WaitFullISR(topic, 30*time.Second, true)
+	c.Logf("settled: %s", DescribePartitions(tp))
+
+	r := load.Check(parts)
+	t.Logf("idempotent history: %s", r)
+	if r.Violations() > 0 {
+		t.Errorf("%d violations", r.Violations())
+	}
+	// Requests caught by the failover: sent before the kill, acknowledged
+	// after the new leader was in place.
+	var straddled int
+	var straddlers []string
+	for _, q := range load.Requests() {
+		if len(q.Attempts) > 1 && q.Attempts[0].Start.Before(killed) && q.OK && q.Attempts[len(q.Attempts)-1].End.After(killed.Add(failover)) {
+			straddled++
+			if len(straddlers) < 5 {
+				straddlers = append(straddlers, q.String())
+			}
+		}
+	}
+	c.Logf("requests retried across the failover: %d, e.g.\n  %s", straddled, joinLines(straddlers))
+	never := r.Results[string(api.CodeOutOfOrderSequence)] + r.Results[string(api.CodeProducerFenced)]
+	if never > 0 {
+		t.Errorf("%d answers OUT_OF_ORDER_SEQUENCE/PRODUCER_FENCED to a producer that only ever resent its current request: %v", never, r.Results)
+	}
+	if px.Dropped() == 0 || r.RetriedOK == 0 {
+		t.Errorf("the fault did not happen: %d answers dropped by the proxy, %d requests acknowledged after a lost answer", px.Dropped(), r.RetriedOK)
+	}
+	for _, p := range parts {
+		hw := tp.Partitions[p].HighWatermark
+		logs := c.SnapshotReplicas(topic, p)
+		if diffs := CompareReplicas(logs, hw, true); len(diffs) > 0 {
+			t.Errorf("p%d: replicas differ below the HW %d:%s\n  %s", p, hw, DescribeReplicas(logs), joinLines(diffs))
+		}
+	}
+	t.Logf("figures: seed %d; requests %d, attempts %d, retries %d; answers dropped by the proxy %d (seen by producers %d); requests acknowledged after a lost answer %d; requests retried across the failover %d; records %d, duplicates %d, missing %d, moved %d, out of order %d; time to new leader %v (b%d → b%d, epoch %d → %d); b%d back in the ISR %v after restart; answers %v",
+		c.Seed, r.Requests, r.Attempts, r.Attempts-r.Requests, px.Dropped(), r.AnswersLost, r.RetriedOK, straddled, r.Records, r.Duplicates, r.Missing, r.Moved, r.OutOfOrder,
+		failover.Round(time.Millisecond), victim, after.Leader, before.LeaderEpoch, after.LeaderEpoch, victim, rejoin.Round(time.Millisecond), r.Results)
+}
