@@ -207,14 +207,14 @@ func (p *Proxy) CutOnRequest(method string, after int) *RequestCut {
 
 // gate decides how much of chunk, just read from pp's client, may go to
 // the target: all of it unless pp carries an armed cut's request. When the
-// cut's byte budget is spent it returns cut true: the caller forwards the
-// first n bytes, then cuts the link.
-func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, cut bool) {
+// cut's byte budget is spent it returns the cut (disarmed): the caller
+// forwards the first n bytes, cuts the link, then closes its fired.
+func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, fire *RequestCut) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.trigger
 	if t == nil {
-		return len(chunk), false
+		return len(chunk), nil
 	}
 	if t.pipe == nil && bytes.HasPrefix(chunk, t.prefix) {
 		t.pipe = pp
@@ -222,16 +222,14 @@ func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, cut bool) {
 		t.line = string(line[:min(len(line), 300)])
 	}
 	if t.pipe != pp {
-		return len(chunk), false
+		return len(chunk), nil
 	}
 	if len(chunk) < t.after {
 		t.after -= len(chunk)
-		return len(chunk), false
+		return len(chunk), nil
 	}
-	n = t.after
 	p.trigger = nil
-	close(t.fired)
-	return n, true
+	return t.after, t
 }
 
 // IsCut reports whether the link is cut.
@@ -354,18 +352,19 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 				p.mu.Unlock()
 				return // the answer is lost; the deferred close ends both sides
 			}
-			fwd, cut := n, false
+			fwd, fire := n, (*RequestCut)(nil)
 			if toTarget {
-				fwd, cut = p.gate(pp, buf[:n])
+				fwd, fire = p.gate(pp, buf[:n])
 			}
 			if fwd > 0 {
 				if _, werr := dst.Write(buf[:fwd]); werr != nil {
 					return
 				}
 			}
-			if cut {
-				p.logf("link %s stalls %d bytes into a request", p.Name, fwd)
+			if fire != nil {
+				p.logf("link %s: the armed cut fires in the middle of a request", p.Name)
 				p.cut(linkStall)
+				close(fire.fired)
 				p.held(pp) // the rest of the request stays here
 				return
 			}

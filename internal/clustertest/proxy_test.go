@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,5 +124,81 @@ func TestProxyCutResetCloses(t *testing.T) {
 	c3, r3 := dial(t, p.Addr())
 	if ok, err := roundTrip(c3, r3, "after", 2*time.Second); !ok || err != nil {
 		t.Fatalf("after the restore: ok %v err %v", ok, err)
+	}
+}
+
+func TestProxyDropResponses(t *testing.T) {
+	p, err := NewProxy("test", echoServer(t), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	p.DropResponses(1, rand.New(rand.NewPCG(1, 2)))
+	c, r := dial(t, p.Addr())
+	if _, err := roundTrip(c, r, "lost", 2*time.Second); err == nil {
+		t.Fatal("an answer came through DropResponses(1)")
+	}
+	if p.Dropped() != 1 {
+		t.Fatalf("Dropped() = %d, want 1", p.Dropped())
+	}
+	p.DropResponses(0, nil)
+	c2, r2 := dial(t, p.Addr())
+	if ok, err := roundTrip(c2, r2, "kept", 2*time.Second); !ok || err != nil {
+		t.Fatalf("after DropResponses(0): ok %v err %v", ok, err)
+	}
+}
+
+func TestProxyCutOnRequest(t *testing.T) {
+	// A target that records what reached it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	p, err := NewProxy("test", ln.Addr().String(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	rc := p.CutOnRequest("PUT", 20)
+	c, _ := dial(t, p.Addr())
+	if _, err := c.Write([]byte("GET /a HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-rc.Fired:
+		t.Fatal("a GET fired a PUT cut")
+	default:
+	}
+	if _, err := c.Write([]byte("PUT /b HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("x", 100))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rc.Fired:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the PUT did not fire the cut")
+	}
+	if rc.Request() != "PUT /b HTTP/1.1" || !p.IsCut() {
+		t.Fatalf("Request() = %q, IsCut %v", rc.Request(), p.IsCut())
+	}
+	p.Restore()
+	select {
+	case b := <-got:
+		if want := "GET /a HTTP/1.1\r\n\r\nPUT /b HTTP/1.1\r\nCo"; string(b) != want {
+			t.Fatalf("the target got %q, want %q", b, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the target's connection was not closed by Restore")
 	}
 }
