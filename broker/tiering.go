@@ -204,11 +204,9 @@ func (b *Broker) remoteRetention(ctx context.Context, p *Partition) error {
 		for _, s := range segs {
 			total += s.Size
 		}
-		for _, s := range p.log.ClosedSegments() {
-			if s.Base >= oldest.Next || s.Next > segs[len(segs)-1].Next {
-				total += s.Size // local bytes not already counted remotely
-			}
-		}
+		// Local bytes not in the object store yet, the active segment
+		// included, as Kafka counts a log's size.
+		total += p.log.BytesAbove(segs[len(segs)-1].Next)
 		byAge := p.cfg.Retention >= 0 && oldest.MaxTimestamp >= 0 && now-oldest.MaxTimestamp > p.cfg.Retention.Milliseconds()
 		bySize := p.cfg.RetentionBytes >= 0 && total-oldest.Size >= p.cfg.RetentionBytes
 		if !byAge && !bySize {

@@ -343,7 +343,7 @@ func TestTieredRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startTiered(t, bkt, 1)
-	c.createTiered("ret", 1, map[string]string{"retention.bytes": "60000"})
+	c.createTiered("ret", 1, map[string]string{"retention.bytes": "40000"})
 	c.produceN("ret", 0, 4000)
 	p := c.waitInfo("ret", "remote retention", func(p api.PartitionInfo) bool { return p.LogStartOffset > 0 && p.RemoteEndOffset > p.LogStartOffset })
 	resp, err := http.Get(fmt.Sprintf("%s/v1/topics/ret/partitions/0/records?offset=%d", c.URL, p.LogStartOffset-1))

@@ -89,3 +89,18 @@ func (l *Log) EpochsIn(from, to int64) []EpochEntry {
 // SectionReader reads n bytes of f from off; for uploads, where the size must
 // be known up front.
 func SectionReader(f File, off, n int64) io.Reader { return io.NewSectionReader(f, off, n) }
+
+// BytesAbove sums the sizes of the segments, the active one included, that
+// hold offsets at or above offset: the local bytes not yet elsewhere when
+// offset is the end of what another tier holds.
+func (l *Log) BytesAbove(offset int64) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segments {
+		if s.next > offset {
+			n += s.size
+		}
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,6 +49,8 @@ type Proxy struct {
 	dropped   int
 	// trigger is the armed CutOnRequest, nil when none is.
 	trigger *RequestCut
+	// relayed counts bytes written to the target [0] and to clients [1].
+	relayed [2]int64
 
 	wg sync.WaitGroup // the accept loop and every pipe's goroutines
 }
@@ -60,23 +63,39 @@ const (
 	linkReset         // CutReset: close everything
 )
 
-// RequestCut is an armed CutOnRequest: the first client→target read that
-// starts with its prefix picks a pipe; after more bytes of that pipe are
-// forwarded, the link is cut (stalled) and Fired is closed.
+// RequestCut is an armed CutOnRequest. Each pipe is followed on its own:
+// a client→target read that starts with a matching request line starts
+// counting that pipe's bytes; a read that starts another request line (any
+// HTTP method) stops it. The first pipe whose count reaches the budget
+// fires the cut.
 type RequestCut struct {
 	// Fired is closed when the link is cut.
 	Fired <-chan struct{}
 
-	prefix []byte
-	after  int   // guarded by Proxy.mu
-	pipe   *pipe // nil until a request matched; guarded by Proxy.mu
-	fired  chan struct{}
-	line   string // the matched request's first line; set before fired is closed
+	method   []byte // "PUT "
+	contains string // the request line must contain this too
+	after    int
+	seen     map[*pipe]int // bytes of the matching request so far, per pipe; guarded by Proxy.mu
+	lines    map[*pipe]string
+	fired    chan struct{}
+	line     string // the request the link was cut in; set before fired is closed
 }
 
 // Request is the first line of the request the link was cut in ("PUT
 // /bucket/key HTTP/1.1"); read it after Fired is closed.
 func (rc *RequestCut) Request() string { return rc.line }
+
+// httpMethods start the request lines a RequestCut recognises.
+var httpMethods = [][]byte{[]byte("GET "), []byte("PUT "), []byte("POST "), []byte("HEAD "), []byte("DELETE "), []byte("OPTIONS "), []byte("PATCH ")}
+
+func startsRequest(chunk []byte) bool {
+	for _, m := range httpMethods {
+		if bytes.HasPrefix(chunk, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // pipe is one relayed connection. doomed pipes lived through a cut: they
 // forward nothing more and are closed by Restore or Close.
@@ -189,26 +208,29 @@ func (p *Proxy) Dropped() int {
 }
 
 // CutOnRequest arms a cut in the middle of a request: the link relays as
-// usual until a client sends a request whose first bytes are method and a
-// space ("PUT", "HEAD": an HTTP request line); after more bytes of that
-// connection's request stream reach the target (0: none of it; the request
-// line and headers count), the link is cut as by Cut and Fired is closed.
-// Restore heals it as any cut (and disarms a cut that has not fired, whose
-// Fired then never closes); arming again replaces the previous one.
-func (p *Proxy) CutOnRequest(method string, after int) *RequestCut {
+// usual until a client sends an HTTP request whose request line starts with
+// method ("PUT", "HEAD") and contains contains (a key suffix such as ".log";
+// "" matches any); once after bytes of that request (request line and
+// headers included; 0: none of it) have reached the target, the link is cut
+// as by Cut and Fired is closed. Requests pipelined behind it are not told
+// apart from it. Restore heals the link as after any cut, and disarms a
+// cut that has not fired (its Fired then never closes); arming again
+// replaces the previous one.
+func (p *Proxy) CutOnRequest(method, contains string, after int) *RequestCut {
 	fired := make(chan struct{})
-	rc := &RequestCut{Fired: fired, prefix: []byte(method + " "), after: after, fired: fired}
+	rc := &RequestCut{Fired: fired, method: []byte(method + " "), contains: contains, after: after,
+		seen: map[*pipe]int{}, lines: map[*pipe]string{}, fired: fired}
 	p.mu.Lock()
 	p.trigger = rc
 	p.mu.Unlock()
-	p.logf("link %s will stall %d bytes into the next %s request", p.Name, after, method)
+	p.logf("link %s will stall %d bytes into the next %s request for %q", p.Name, after, method, contains)
 	return rc
 }
 
 // gate decides how much of chunk, just read from pp's client, may go to
-// the target: all of it unless pp carries an armed cut's request. When the
-// cut's byte budget is spent it returns the cut (disarmed): the caller
-// forwards the first n bytes, cuts the link, then closes its fired.
+// the target: all of it unless it completes an armed cut's budget. Then it
+// returns the cut (disarmed): the caller forwards the first n bytes, cuts
+// the link, then closes its fired.
 func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, fire *RequestCut) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -216,20 +238,33 @@ func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, fire *RequestCut) {
 	if t == nil {
 		return len(chunk), nil
 	}
-	if t.pipe == nil && bytes.HasPrefix(chunk, t.prefix) {
-		t.pipe = pp
+	if startsRequest(chunk) {
+		delete(t.seen, pp)
 		line, _, _ := bytes.Cut(chunk, []byte("\r\n"))
-		t.line = string(line[:min(len(line), 300)])
+		if bytes.HasPrefix(line, t.method) && strings.Contains(string(line), t.contains) {
+			t.seen[pp] = 0
+			t.lines[pp] = string(line[:min(len(line), 300)])
+		}
 	}
-	if t.pipe != pp {
+	seen, ok := t.seen[pp]
+	if !ok {
 		return len(chunk), nil
 	}
-	if len(chunk) < t.after {
-		t.after -= len(chunk)
+	if seen+len(chunk) < t.after {
+		t.seen[pp] = seen + len(chunk)
 		return len(chunk), nil
 	}
 	p.trigger = nil
-	return t.after, t
+	t.line = t.lines[pp]
+	return t.after - seen, t
+}
+
+// Relayed returns how many bytes the link has delivered so far: to the
+// target (requests) and back to clients (answers).
+func (p *Proxy) Relayed() (toTarget, toClient int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.relayed[0], p.relayed[1]
 }
 
 // IsCut reports whether the link is cut.
@@ -357,7 +392,15 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 				fwd, fire = p.gate(pp, buf[:n])
 			}
 			if fwd > 0 {
-				if _, werr := dst.Write(buf[:fwd]); werr != nil {
+				w, werr := dst.Write(buf[:fwd])
+				p.mu.Lock()
+				if toTarget {
+					p.relayed[0] += int64(w)
+				} else {
+					p.relayed[1] += int64(w)
+				}
+				p.mu.Unlock()
+				if werr != nil {
 					return
 				}
 			}

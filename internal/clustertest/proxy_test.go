@@ -170,16 +170,18 @@ func TestProxyCutOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	rc := p.CutOnRequest("PUT", 20)
+	rc := p.CutOnRequest("PUT", "/b", 20)
 	c, _ := dial(t, p.Addr())
-	if _, err := c.Write([]byte("GET /a HTTP/1.1\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-rc.Fired:
-		t.Fatal("a GET fired a PUT cut")
-	default:
+	for _, req := range []string{"GET /a HTTP/1.1\r\n\r\n", "PUT /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"} {
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-rc.Fired:
+			t.Fatalf("%q fired a cut armed for PUT /b", req)
+		default:
+		}
 	}
 	if _, err := c.Write([]byte("PUT /b HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("x", 100))); err != nil {
 		t.Fatal(err)
@@ -195,7 +197,7 @@ func TestProxyCutOnRequest(t *testing.T) {
 	p.Restore()
 	select {
 	case b := <-got:
-		if want := "GET /a HTTP/1.1\r\n\r\nPUT /b HTTP/1.1\r\nCo"; string(b) != want {
+		if want := "GET /a HTTP/1.1\r\n\r\nPUT /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nxPUT /b HTTP/1.1\r\nCon"; string(b) != want {
 			t.Fatalf("the target got %q, want %q", b, want)
 		}
 	case <-time.After(2 * time.Second):

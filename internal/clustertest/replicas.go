@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/sluice-io/sluice/api"
@@ -230,4 +231,17 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// TrimReplicas returns copies of logs that start at from: batches wholly
+// below it are left out (replicas of a tiered partition trim their local
+// copies each at its own pace; compare them where they overlap).
+func TrimReplicas(logs []ReplicaLog, from int64) []ReplicaLog {
+	out := make([]ReplicaLog, len(logs))
+	for i, rl := range logs {
+		rl.Batches = slices.DeleteFunc(slices.Clone(rl.Batches), func(b BatchID) bool { return b.LastOffset < from })
+		rl.Offsets.LogStart = max(rl.Offsets.LogStart, from)
+		out[i] = rl
+	}
+	return out
 }

@@ -357,3 +357,73 @@ func (c *Cluster) ActiveSegmentBase(id int32, topic string, p int32) int64 {
 	}
 	return best
 }
+
+// waitFired waits for a RequestCut to fire and returns when it did; the
+// test fails if it has not within timeout.
+func waitFired(c *Cluster, rc *RequestCut, timeout time.Duration, what string) time.Time {
+	c.T.Helper()
+	select {
+	case <-rc.Fired:
+		return time.Now()
+	case <-time.After(timeout):
+		c.T.Fatalf("timed out after %v waiting for %s (an armed request cut)", timeout, what)
+		return time.Time{}
+	}
+}
+
+// objectOf returns the object key an S3 request line names ("PUT
+// /bucket/prefix/key?query HTTP/1.1" → "key"), "" if it names none under
+// prefix.
+func objectOf(requestLine, prefix string) string {
+	_, path, ok := strings.Cut(requestLine, " ")
+	if !ok {
+		return ""
+	}
+	path, _, _ = strings.Cut(path, " ")
+	path, _, _ = strings.Cut(path, "?")
+	_, rest, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/") // drop the bucket
+	if !ok {
+		return ""
+	}
+	key, ok := strings.CutPrefix(rest, prefix+"/")
+	if !ok {
+		return ""
+	}
+	return key
+}
+
+// ackedRecords counts the records of a history's acknowledged requests.
+func ackedRecords(h *History) int {
+	n := 0
+	for _, op := range h.Ops() {
+		if op.Outcome == OK {
+			n += len(op.Values)
+		}
+	}
+	return n
+}
+
+// LocalClosedBytes sums the sizes of the closed local segments (every
+// %020d.log but the newest) of partition p on broker id.
+func (c *Cluster) LocalClosedBytes(id int32, topic string, p int32) int64 {
+	dir := filepath.Join(c.Broker(id).DataDir, fmt.Sprintf("%s-%d", topic, p))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	var sizes []int64
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".log"); ok && len(n) == 20 {
+			info, err := e.Info()
+			if err != nil {
+				return -1
+			}
+			sizes = append(sizes, info.Size()) // ReadDir sorts by name: by base offset
+		}
+	}
+	var total int64
+	for _, s := range sizes[:max(len(sizes)-1, 0)] {
+		total += s
+	}
+	return total
+}
