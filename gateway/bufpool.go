@@ -1,6 +1,10 @@
 package gateway
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/sluice-io/sluice/api"
+)
 
 // Request bodies and encoded batches are ~100 KiB each; reusing them keeps the
 // produce path from feeding the garbage collector a body's worth per request.
@@ -23,4 +27,40 @@ func putBuf(bp *[]byte) {
 		return
 	}
 	bufPool.Put(bp)
+}
+
+// Record slices of a request (a thousand records is ~90 KiB of slice
+// headers) are pooled too. Pooled slices keep pointers into old bodies past
+// their length until reused; those bodies are pooled buffers anyway.
+var (
+	pendingPool = sync.Pool{New: func() any { s := make([]pendingRecord, 0, 1024); return &s }}
+	recordPool  = sync.Pool{New: func() any { s := make([]api.Record, 0, 1024); return &s }}
+)
+
+func getPending(n int) []pendingRecord {
+	s := *pendingPool.Get().(*[]pendingRecord)
+	if cap(s) < n {
+		s = make([]pendingRecord, 0, n)
+	}
+	return s[:0]
+}
+
+func putPending(s []pendingRecord) {
+	if cap(s) <= 1<<16 {
+		pendingPool.Put(&s)
+	}
+}
+
+func getRecords(n int) []api.Record {
+	s := *recordPool.Get().(*[]api.Record)
+	if cap(s) < n {
+		s = make([]api.Record, 0, n)
+	}
+	return s[:0]
+}
+
+func putRecords(s []api.Record) {
+	if cap(s) <= 1<<16 {
+		recordPool.Put(&s)
+	}
 }

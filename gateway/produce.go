@@ -71,6 +71,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer releaseBody()
+	defer func() { putPending(recs) }()
 	for i := range recs {
 		if n := recs[i].size(); n > cfg.MaxMessageBytes {
 			api.WriteError(w, api.Errorf(api.CodeRecordTooLarge, "record %d is %d bytes; max.message.bytes is %d", i, n, cfg.MaxMessageBytes))
@@ -105,7 +106,8 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 			putBuf(bp)
 		}
 	}()
-	rs := make([]api.Record, 0, len(recs))
+	rs := getRecords(len(recs))
+	defer func() { putRecords(rs) }()
 	for j, p := range parts {
 		rs = rs[:0]
 		for _, i := range order[p] {

@@ -44,7 +44,7 @@ func mediaType(r *http.Request) string {
 func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
 	s := &scanner{b: body}
 	var pf producerFields
-	recs := make([]pendingRecord, 0, len(body)/128+1)
+	recs := getPending(len(body)/128 + 1)
 	intInto := func(name string, lo, hi int64) *int64 {
 		n := s.intField(name, lo, hi)
 		return &n
@@ -87,7 +87,7 @@ func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
 
 // parseNDJSON reads one record object per line; blank lines are skipped.
 func parseNDJSON(body []byte) ([]pendingRecord, error) {
-	out := make([]pendingRecord, 0, bytes.Count(body, []byte{'\n'})+1)
+	out := getPending(bytes.Count(body, []byte{'\n'}) + 1)
 	line := 0
 	for len(body) > 0 {
 		line++
