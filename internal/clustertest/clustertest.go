@@ -6,7 +6,12 @@
 //
 // A History (history.go) records what concurrent producers were told and
 // checks it against what the partitions hold at the end; replicas.go compares
-// the replicas' logs batch by batch.
+// the replicas' logs batch by batch. idempotent.go runs idempotent producers
+// that resend each request until it is acknowledged (through a
+// GatewayProxy that can drop answers); with Options.S3 the brokers tier to
+// the test S3 server, each through a proxy (Broker.S3Link) that can stall
+// in the middle of a chosen request, and tiered.go scrubs the
+// remote-segment records against the bucket.
 //
 // One seed drives every random choice of a test; it is printed at the start
 // and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_CLUSTERTEST_BIN
@@ -21,6 +26,7 @@
 package clustertest
 
 import (
+	"context"
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -39,8 +45,8 @@ import (
 
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
-	"github.com/sluice-io/sluice/tier"
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // EnvSeed overrides the seed of every test in the package.
@@ -173,7 +179,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		dataDirs[i] = t.TempDir()
 	}
 	// On the way out: report (while the logs are fresh), then kill the
-	// processes, then close the proxies they dialled.
+	// processes, then close the proxies they dialled, then delete the
+	// objects they tiered.
+	t.Cleanup(c.removeObjects)
 	t.Cleanup(c.closeProxies)
 	t.Cleanup(c.killAll)
 	t.Cleanup(c.reportOnFailure)
@@ -476,6 +484,39 @@ func (c *Cluster) closeProxies() {
 		if b.S3Link != nil {
 			b.S3Link.Close()
 		}
+	}
+}
+
+// removeObjects deletes the objects the brokers put under the cluster's S3
+// prefix, unless the test failed (they are kept for a look then).
+func (c *Cluster) removeObjects() {
+	if c.opts.S3 == nil || c.S3Prefix == "" {
+		return
+	}
+	if c.T.Failed() {
+		c.T.Logf("objects kept for inspection: s3://%s/%s/", c.opts.S3.Bucket, c.S3Prefix)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := tier.NewS3(ctx, s3Options(*c.opts.S3, c.opts.S3.Endpoint, c.S3Prefix))
+	if err != nil {
+		c.T.Errorf("cleanup: %v", err)
+		return
+	}
+	defer b.Close()
+	var keys []string
+	err = b.List(ctx, "", func(o tier.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	})
+	for _, k := range keys {
+		if derr := b.Delete(ctx, k); derr != nil && err == nil {
+			err = derr
+		}
+	}
+	if err != nil {
+		c.T.Errorf("cleanup: deleting the objects under %s: %v", c.S3Prefix, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sort"
 	"strings"
@@ -32,6 +33,11 @@ type IdemAttempt struct {
 	Result  string
 	Err     string
 	Offsets []int64 // for ok
+	// Conn is the producer's end of the connection ("127.0.0.1:port").
+	Conn string
+	// Dropped is the first bytes of the answer the GatewayProxy dropped
+	// (IdemOptions.Proxy), for "no answer" attempts: what the gateway said.
+	Dropped string
 }
 
 // IdemRequest is one produce request of an idempotent producer: records
@@ -77,6 +83,12 @@ type IdemOptions struct {
 	// RequestBound is how long one request is retried before its producer
 	// gives up (and stops: its later sequences could not follow). Default 25 s.
 	RequestBound time.Duration
+	// Proxy, if set, is the GatewayProxy URL leads through: each attempt
+	// left without an answer asks it what the dropped answer said.
+	Proxy *Proxy
+	// OnAttempt, if set, is called by the producer after each attempt,
+	// before it decides what to do next (the producer waits for it).
+	OnAttempt func(r *IdemRequest, a IdemAttempt)
 }
 
 // IdemLoad is a running set of idempotent producers.
@@ -195,6 +207,9 @@ func (l *IdemLoad) send(r *IdemRequest, id api.ProducerIdentity) bool {
 			r.OK, r.Offsets = true, a.Offsets
 		}
 		l.mu.Unlock()
+		if l.o.OnAttempt != nil {
+			l.o.OnAttempt(r, a)
+		}
 		if a.Result == "ok" {
 			return true
 		}
@@ -209,7 +224,15 @@ func (l *IdemLoad) send(r *IdemRequest, id api.ProducerIdentity) bool {
 func (l *IdemLoad) attempt(url string, body []byte, n int, p int32) (a IdemAttempt) {
 	a.Start = time.Now()
 	defer func() { a.End = time.Now() }()
-	resp, err := l.http.Post(url, "application/json", bytes.NewReader(body))
+	// GotConn runs in this goroutine, before Do returns.
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { a.Conn = ci.Conn.LocalAddr().String() }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		a.Result, a.Err = "bad request", err.Error()
+		return a
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := l.http.Do(req)
 	if err != nil {
 		a.Err = err.Error()
 		var ne interface{ Timeout() bool }
@@ -217,6 +240,11 @@ func (l *IdemLoad) attempt(url string, body []byte, n int, p int32) (a IdemAttem
 			a.Result = "timeout"
 		} else {
 			a.Result = "no answer"
+			if l.o.Proxy != nil && a.Conn != "" {
+				// The proxy noted the answer before it closed the
+				// connection; take it now, before the port is reused.
+				a.Dropped, _ = l.o.Proxy.TakeDroppedAnswer(a.Conn)
+			}
 		}
 		return a
 	}
@@ -257,7 +285,21 @@ func (l *IdemLoad) Stop() {
 	l.wg.Wait()
 }
 
-// Requests returns the requests so far (shared: read them after Stop).
+// Acked counts the requests acknowledged so far.
+func (l *IdemLoad) Acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reqs {
+		if r.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// Requests returns the requests so far (shared: read their fields after
+// Stop, or use Acked).
 func (l *IdemLoad) Requests() []*IdemRequest {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -273,6 +315,11 @@ type IdemReport struct {
 	// AnswersLost counts attempts that ended without an answer; RetriedOK
 	// counts requests acknowledged after at least one such attempt.
 	AnswersLost, RetriedOK int
+	// LostAcks counts lost answers that were acknowledgments (200, as the
+	// proxy saw them): the records were written, and the retry had to be
+	// recognised as a duplicate. LostAcksSame counts those whose request was
+	// finally acknowledged with the same offsets.
+	LostAcks, LostAcksSame int
 	Records                int
 	Missing                int // sent (and in the end acknowledged), not stored
 	Duplicates             int // extra copies of a value
@@ -306,14 +353,33 @@ func (r *IdemReport) String() string {
 		stored = append(stored, fmt.Sprintf("p%d=%d", p, hw))
 	}
 	sort.Strings(stored)
-	s := fmt.Sprintf("requests %d (unfinished %d), attempts %d (retries %d: %s), answers lost %d, requests acknowledged after a lost answer %d; "+
+	s := fmt.Sprintf("requests %d (unfinished %d), attempts %d (retries %d: %s), answers lost %d (acknowledgments %d, retried to the same offsets %d), requests acknowledged after a lost answer %d; "+
 		"records %d: missing %d, duplicates %d, moved %d, out of order %d, phantoms %d, read errors %d; stored %s",
-		r.Requests, r.Unfinished, r.Attempts, r.Attempts-r.Requests, strings.Join(res, " "), r.AnswersLost, r.RetriedOK,
+		r.Requests, r.Unfinished, r.Attempts, r.Attempts-r.Requests, strings.Join(res, " "), r.AnswersLost, r.LostAcks, r.LostAcksSame, r.RetriedOK,
 		r.Records, r.Missing, r.Duplicates, r.Moved, r.OutOfOrder, r.Phantoms, r.ReadErrors, strings.Join(stored, " "))
 	for _, p := range r.Problems {
 		s += "\n  VIOLATION: " + p
 	}
 	return s
+}
+
+// droppedAck returns the offsets of a's answer if the proxy dropped it and
+// it was an acknowledgment (offsets nil if its body was not in the bytes
+// the proxy kept).
+func droppedAck(a IdemAttempt) ([]int64, bool) {
+	if !strings.HasPrefix(a.Dropped, "HTTP/1.1 200 ") {
+		return nil, false
+	}
+	_, body, _ := strings.Cut(a.Dropped, "\r\n\r\n")
+	var pr api.ProduceResponse
+	if json.Unmarshal([]byte(body), &pr) != nil {
+		return nil, true // an acknowledgment whose body did not come in the same read
+	}
+	offs := make([]int64, len(pr.Offsets))
+	for i, o := range pr.Offsets {
+		offs[i] = o.Offset
+	}
+	return offs, true
 }
 
 // Check reads the partitions from offset 0 to their HWs through the
@@ -345,9 +411,23 @@ func (l *IdemLoad) Check(partitions []int32) *IdemReport {
 		lost := false
 		for _, a := range q.Attempts {
 			r.Results[a.Result]++
-			if a.Result == "no answer" {
-				r.AnswersLost++
-				lost = true
+			if a.Result != "no answer" {
+				continue
+			}
+			r.AnswersLost++
+			lost = true
+			offs, ok := droppedAck(a)
+			if !ok {
+				continue
+			}
+			r.LostAcks++
+			switch {
+			case !q.OK || offs == nil: // unfinished (counted below), or the body was not in the read
+			case slices.Equal(offs, q.Offsets):
+				r.LostAcksSame++
+			default:
+				r.Moved += len(q.Values)
+				r.problem("a lost answer acknowledged %v, the request was finally acknowledged with %v (%s)", offs, q.Offsets, q)
 			}
 		}
 		if lost && q.OK {

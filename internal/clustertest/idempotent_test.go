@@ -3,6 +3,8 @@ package clustertest
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,16 +25,31 @@ func TestIdempotentProducerDroppedResponses(t *testing.T) {
 	parts := allPartitions(2)
 	px := c.GatewayProxy("client→gw")
 	px.DropResponses(0.3, c.NewRand())
-	load := c.StartIdempotentLoad(topic, IdemOptions{URL: "http://" + px.Addr(), Producers: 4, Partitions: parts})
-	acked := func() int {
-		n := 0
-		for _, r := range load.Requests() {
-			if r.OK {
-				n++
-			}
-		}
-		return n
+	// The kill comes right after a producer lost the acknowledgment of a
+	// request to p0: its retry goes to a dead leader, then to the new one,
+	// which must recognise the records it already holds.
+	type lostAck struct {
+		r *IdemRequest
+		a IdemAttempt
 	}
+	var armed atomic.Bool
+	caught := make(chan lostAck, 1)
+	release := make(chan struct{})
+	hook := func(r *IdemRequest, a IdemAttempt) {
+		if r.Partition != 0 || a.Result != "no answer" || !armed.Load() {
+			return
+		}
+		if !strings.HasPrefix(a.Dropped, "HTTP/1.1 200 ") || !armed.CompareAndSwap(true, false) {
+			return
+		}
+		caught <- lostAck{r, a}
+		select { // the producer retries once the leader is dead
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	load := c.StartIdempotentLoad(topic, IdemOptions{URL: "http://" + px.Addr(), Proxy: px, Producers: 4, Partitions: parts, OnAttempt: hook})
+	acked := load.Acked
 	started := time.Now()
 	c.WaitFor("200 acknowledged idempotent requests over 2 s", 20*time.Second, func() (bool, string) {
 		n := acked()
@@ -41,8 +58,18 @@ func TestIdempotentProducerDroppedResponses(t *testing.T) {
 
 	before := c.WaitLeader(topic, 0, 10*time.Second, nil)
 	victim := before.Leader
+	armed.Store(true)
+	var held lostAck
+	select {
+	case held = <-caught:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no acknowledgment of a request to p0 was dropped within 15 s")
+	}
+	_, ackBody, _ := strings.Cut(held.a.Dropped, "\r\n\r\n")
+	c.Logf("i%d lost the acknowledgment %s of p0 seq %d; killing its leader before the retry", held.r.Producer, strings.TrimSpace(ackBody), held.r.FirstSeq)
 	killed := time.Now()
 	c.Kill(victim)
+	close(release)
 	after := c.WaitLeader(topic, 0, 30*time.Second, func(pi api.PartitionInfo) bool {
 		return pi.Leader != victim && pi.LeaderEpoch > before.LeaderEpoch
 	})
@@ -99,6 +126,10 @@ func TestIdempotentProducerDroppedResponses(t *testing.T) {
 		}
 	}
 	c.Logf("requests retried across the failover: %d, e.g.\n  %s", straddled, joinLines(straddlers))
+	c.Logf("the request whose acknowledgment was lost at the kill: %s", held.r)
+	if !held.r.OK || !strings.Contains(ackBody, fmt.Sprintf(`"offset":%d}`, held.r.Offsets[0])) {
+		t.Errorf("the request whose acknowledgment %s was lost before the kill ended as %s", strings.TrimSpace(ackBody), held.r)
+	}
 	never := r.Results[string(api.CodeOutOfOrderSequence)] + r.Results[string(api.CodeProducerFenced)]
 	if never > 0 {
 		t.Errorf("%d answers OUT_OF_ORDER_SEQUENCE/PRODUCER_FENCED to a producer that only ever resent its current request: %v", never, r.Results)
@@ -113,7 +144,7 @@ func TestIdempotentProducerDroppedResponses(t *testing.T) {
 			t.Errorf("p%d: replicas differ below the HW %d:%s\n  %s", p, hw, DescribeReplicas(logs), joinLines(diffs))
 		}
 	}
-	t.Logf("figures: seed %d; requests %d, attempts %d, retries %d; answers dropped by the proxy %d (seen by producers %d); requests acknowledged after a lost answer %d; requests retried across the failover %d; records %d, duplicates %d, missing %d, moved %d, out of order %d; time to new leader %v (b%d → b%d, epoch %d → %d), p0's first acknowledgment %v after the kill; b%d back in the ISR %v after restart; answers %v",
-		c.Seed, r.Requests, r.Attempts, r.Attempts-r.Requests, px.Dropped(), r.AnswersLost, r.RetriedOK, straddled, r.Records, r.Duplicates, r.Missing, r.Moved, r.OutOfOrder,
+	t.Logf("figures: seed %d; requests %d, attempts %d, retries %d; answers dropped by the proxy %d (seen by producers %d; acknowledgments %d, retried to the same offsets %d); requests acknowledged after a lost answer %d; requests retried across the failover %d; records %d, duplicates %d, missing %d, moved %d, out of order %d; time to new leader %v (b%d → b%d, epoch %d → %d), p0's first acknowledgment %v after the kill; b%d back in the ISR %v after restart; answers %v",
+		c.Seed, r.Requests, r.Attempts, r.Attempts-r.Requests, px.Dropped(), r.AnswersLost, r.LostAcks, r.LostAcksSame, r.RetriedOK, straddled, r.Records, r.Duplicates, r.Missing, r.Moved, r.OutOfOrder,
 		failover.Round(time.Millisecond), victim, after.Leader, before.LeaderEpoch, after.LeaderEpoch, gap.Round(time.Millisecond), victim, rejoin.Round(time.Millisecond), r.Results)
 }

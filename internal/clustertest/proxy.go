@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,10 +48,13 @@ type Proxy struct {
 	dropShare float64
 	dropRand  *rand.Rand
 	dropped   int
+	// droppedAnswers holds the first bytes (up to 4 KiB) of each dropped
+	// answer, by the client's address (its end of the connection).
+	droppedAnswers map[string]string
 	// trigger is the armed CutOnRequest, nil when none is.
 	trigger *RequestCut
 	// relayed counts bytes written to the target [0] and to clients [1].
-	relayed [2]int64
+	relayed [2]atomic.Int64
 
 	wg sync.WaitGroup // the accept loop and every pipe's goroutines
 }
@@ -72,8 +76,8 @@ type RequestCut struct {
 	// Fired is closed when the link is cut.
 	Fired <-chan struct{}
 
-	method   []byte // "PUT "
-	contains string // the request line must contain this too
+	method   []byte   // "PUT "
+	contains []string // the request line must contain each of these too
 	after    int
 	seen     map[*pipe]int // bytes of the matching request so far, per pipe; guarded by Proxy.mu
 	lines    map[*pipe]string
@@ -106,8 +110,8 @@ type pipe struct {
 	// dropResponse: the target's first bytes are discarded and the
 	// connection closed (DropResponses). Set before the pipe is served.
 	dropResponse bool
-	once     sync.Once
-	done     chan struct{} // closed by close
+	once         sync.Once
+	done         chan struct{} // closed by close
 }
 
 func (pp *pipe) close() {
@@ -207,23 +211,37 @@ func (p *Proxy) Dropped() int {
 	return p.dropped
 }
 
+// TakeDroppedAnswer returns and forgets the first bytes (one read, up to
+// 4 KiB) of the answer DropResponses discarded on the connection from
+// clientAddr (the client's local address, "127.0.0.1:port"): what the
+// client would have been told, such as "HTTP/1.1 200 OK\r\n...". The
+// proxy notes it before it closes the connection; take it as soon as the
+// client sees the connection end, before its port is used again.
+func (p *Proxy) TakeDroppedAnswer(clientAddr string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.droppedAnswers[clientAddr]
+	delete(p.droppedAnswers, clientAddr)
+	return a, ok
+}
+
 // CutOnRequest arms a cut in the middle of a request: the link relays as
 // usual until a client sends an HTTP request whose request line starts with
-// method ("PUT", "HEAD") and contains contains (a key suffix such as ".log";
-// "" matches any); once after bytes of that request (request line and
+// method ("PUT", "HEAD") and contains every one of contains (parts of a key
+// such as "/0/" and ".log"); once after bytes of that request (request line and
 // headers included; 0: none of it) have reached the target, the link is cut
 // as by Cut and Fired is closed. Requests pipelined behind it are not told
 // apart from it. Restore heals the link as after any cut, and disarms a
 // cut that has not fired (its Fired then never closes); arming again
 // replaces the previous one.
-func (p *Proxy) CutOnRequest(method, contains string, after int) *RequestCut {
+func (p *Proxy) CutOnRequest(method string, after int, contains ...string) *RequestCut {
 	fired := make(chan struct{})
 	rc := &RequestCut{Fired: fired, method: []byte(method + " "), contains: contains, after: after,
 		seen: map[*pipe]int{}, lines: map[*pipe]string{}, fired: fired}
 	p.mu.Lock()
 	p.trigger = rc
 	p.mu.Unlock()
-	p.logf("link %s will stall %d bytes into the next %s request for %q", p.Name, after, method, contains)
+	p.logf("link %s will stall %d bytes into the next %s request for %q", p.Name, after, method, strings.Join(contains, "…"))
 	return rc
 }
 
@@ -241,7 +259,11 @@ func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, fire *RequestCut) {
 	if startsRequest(chunk) {
 		delete(t.seen, pp)
 		line, _, _ := bytes.Cut(chunk, []byte("\r\n"))
-		if bytes.HasPrefix(line, t.method) && strings.Contains(string(line), t.contains) {
+		match := bytes.HasPrefix(line, t.method)
+		for _, c := range t.contains {
+			match = match && bytes.Contains(line, []byte(c))
+		}
+		if match {
 			t.seen[pp] = 0
 			t.lines[pp] = string(line[:min(len(line), 300)])
 		}
@@ -262,9 +284,7 @@ func (p *Proxy) gate(pp *pipe, chunk []byte) (n int, fire *RequestCut) {
 // Relayed returns how many bytes the link has delivered so far: to the
 // target (requests) and back to clients (answers).
 func (p *Proxy) Relayed() (toTarget, toClient int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.relayed[0], p.relayed[1]
+	return p.relayed[0].Load(), p.relayed[1].Load()
 }
 
 // IsCut reports whether the link is cut.
@@ -384,6 +404,10 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 			if !toTarget && pp.dropResponse {
 				p.mu.Lock()
 				p.dropped++
+				if p.droppedAnswers == nil {
+					p.droppedAnswers = map[string]string{}
+				}
+				p.droppedAnswers[pp.client.RemoteAddr().String()] = string(buf[:min(n, 4096)])
 				p.mu.Unlock()
 				return // the answer is lost; the deferred close ends both sides
 			}
@@ -393,13 +417,11 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 			}
 			if fwd > 0 {
 				w, werr := dst.Write(buf[:fwd])
-				p.mu.Lock()
 				if toTarget {
-					p.relayed[0] += int64(w)
+					p.relayed[0].Add(int64(w))
 				} else {
-					p.relayed[1] += int64(w)
+					p.relayed[1].Add(int64(w))
 				}
-				p.mu.Unlock()
 				if werr != nil {
 					return
 				}

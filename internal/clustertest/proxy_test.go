@@ -141,6 +141,9 @@ func TestProxyDropResponses(t *testing.T) {
 	if p.Dropped() != 1 {
 		t.Fatalf("Dropped() = %d, want 1", p.Dropped())
 	}
+	if l, ok := p.TakeDroppedAnswer(c.LocalAddr().String()); !ok || l != "lost\n" {
+		t.Fatalf("DroppedAnswer = %q %v, want the echo", l, ok)
+	}
 	p.DropResponses(0, nil)
 	c2, r2 := dial(t, p.Addr())
 	if ok, err := roundTrip(c2, r2, "kept", 2*time.Second); !ok || err != nil {
@@ -170,7 +173,7 @@ func TestProxyCutOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	rc := p.CutOnRequest("PUT", "/b", 20)
+	rc := p.CutOnRequest("PUT", 20, "/b")
 	c, _ := dial(t, p.Addr())
 	for _, req := range []string{"GET /a HTTP/1.1\r\n\r\n", "PUT /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"} {
 		if _, err := c.Write([]byte(req)); err != nil {

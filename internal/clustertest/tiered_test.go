@@ -18,13 +18,18 @@ import (
 // through a proxy of its own, under acks=all load. Faults on partition 0's
 // leader:
 //
-//  1. its S3 link stalls part-way into an upload (a PUT), for 3 s;
+//  1. its S3 link stalls part-way into an upload (a PUT of a segment), for
+//     3 s, while a consumer reads offset 0 (only in S3 by then);
 //  2. its S3 link stalls between an upload and its record commit (the
-//     verifying HEAD), and it is SIGKILLed there and restarted: the
-//     uploaded objects never get a record;
-//  3. the new leader's S3 link stalls mid-upload and the restarted broker
-//     takes the leadership back (preferred leader) while it is stalled;
-//     then the stall ends, and the deposed leader's upload must not commit.
+//     verifying HEAD), and it is SIGKILLed there: the uploaded objects
+//     never get a record. It stays down until the new leader has tiered
+//     and trimmed past its log end (so it must start over at the leader's
+//     local start when it returns);
+//  3. the new leader's S3 link stalls mid-upload of one of p0's segments
+//     (a PUT or the verifying HEAD, by the seed), the killed broker is
+//     restarted and takes the leadership back (preferred leader) while
+//     the stall lasts; then the stall ends, and the deposed leader's
+//     upload must not get a record.
 //
 // Then, once the remote end reached each leader's active segment and the
 // local start moved past 0: reading each partition from offset 0 through
@@ -44,6 +49,8 @@ func TestTieredStorageFaults(t *testing.T) {
 		"segment.bytes": "32768", "local.retention.bytes": fmt.Sprint(localRetention),
 	})
 	parts := allPartitions(2)
+	// Partition 0's objects: <prefix>/<topic>-<topic id>/0/<base>-<epoch>-<id>.log
+	p0Keys := fmt.Sprintf("/%s-%s/0/", topic, c.TopicID(topic))
 	h := NewHistory(c, topic)
 	h.Pad = 200
 	co := c.StartConsumer(topic, parts)
@@ -66,7 +73,7 @@ func TestTieredStorageFaults(t *testing.T) {
 	// 1. Stall the leader's S3 link part-way into a PUT. Meanwhile a
 	// consumer reads offset 0, which only S3 holds now.
 	l1 := c.WaitLeader(topic, 0, left(10*time.Second), nil).Leader
-	cut1 := c.Broker(l1).S3Link.CutOnRequest("PUT", ".log", 200+c.Rand.IntN(8000))
+	cut1 := c.Broker(l1).S3Link.CutOnRequest("PUT", 200+c.Rand.IntN(8000), p0Keys, ".log")
 	stall1 := waitFired(c, cut1, left(15*time.Second), fmt.Sprintf("b%d to upload", l1))
 	end1 := remoteEnd(0)
 	acked1 := ackedRecords(h)
@@ -105,7 +112,7 @@ func TestTieredStorageFaults(t *testing.T) {
 	// 2. Kill the leader between an upload and its record commit.
 	before2 := c.WaitLeader(topic, 0, left(10*time.Second), nil)
 	l2 := before2.Leader
-	cut2 := c.Broker(l2).S3Link.CutOnRequest("HEAD", ".log", 0)
+	cut2 := c.Broker(l2).S3Link.CutOnRequest("HEAD", 0, p0Keys, ".log")
 	waitFired(c, cut2, left(15*time.Second), fmt.Sprintf("b%d to verify an upload", l2))
 	killed := time.Now()
 	c.Kill(l2)
@@ -136,12 +143,12 @@ func TestTieredStorageFaults(t *testing.T) {
 	if c.Rand.IntN(2) == 0 {
 		method, after = "HEAD", 0
 	}
-	cut3 := c.Broker(n).S3Link.CutOnRequest(method, ".log", after)
+	cut3 := c.Broker(n).S3Link.CutOnRequest(method, after, p0Keys, ".log")
 	stall3 := waitFired(c, cut3, left(15*time.Second), fmt.Sprintf("b%d to upload", n))
 	ends3 := remoteEnds(c, topic)
 	c.Restart(l2)
 	back := c.WaitLeader(topic, 0, left(30*time.Second), func(pi api.PartitionInfo) bool { return pi.Leader != n })
-	resets := c.GrepBrokerLog(l2, "starting over there", "partition="+topic+"-0")
+	resets := c.GrepBrokerLog(l2, "starting over there", "partition="+topic+" p=0 ")
 	c.Logf("fault 3: b%d stalled in %q; b%d leads p0 again at epoch %d; b%d started over at the leader's local start: %v", n, cut3.Request(), back.Leader, back.LeaderEpoch, l2, resets)
 	// One stalled request holds the broker's whole tier loop: the other
 	// partitions it leads stop tiering (and trimming) too. Reported, not
@@ -211,7 +218,9 @@ func TestTieredStorageFaults(t *testing.T) {
 	if sr.Violations() > 0 {
 		t.Errorf("%d violations in the bucket scrub", sr.Violations())
 	}
-	tp, _ = c.Topic(topic)
+	if tp, err = c.Topic(topic); err != nil {
+		t.Errorf("describe %s after the scrub: %v", topic, err)
+	}
 	for _, pi := range tp.Partitions {
 		if sr.RemoteEnd[pi.Partition] != pi.RemoteEndOffset || sr.RemoteStart[pi.Partition] != 0 || pi.LogStartOffset != 0 {
 			t.Errorf("p%d: the records span [%d, %d); the API says log start %d, remote end %d",
