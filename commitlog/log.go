@@ -303,7 +303,12 @@ func (l *Log) rollLocked() error {
 		return err
 	}
 	l.segments = append(l.segments, ns)
-	return l.fs.SyncDir(l.dir)
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
+	}
+	// The closed segment may be deleted from now on (retention, tiering):
+	// its producers' sequences must outlive it.
+	return l.saveProducerSnapshotLocked()
 }
 
 // Roll closes the active segment (if it holds anything) and starts a new one.
@@ -460,7 +465,7 @@ func (l *Log) Close() error {
 		for _, s := range l.segments {
 			err = errors.Join(err, s.sync())
 		}
-		err = errors.Join(err, writeInt64File(l.fs, l.dir, hwFile, l.hw))
+		err = errors.Join(err, writeInt64File(l.fs, l.dir, hwFile, l.hw), l.saveProducerSnapshotLocked())
 		if err == nil {
 			err = WriteFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
 		}

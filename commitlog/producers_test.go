@@ -82,3 +82,39 @@ func TestIdempotentProducer(t *testing.T) {
 		t.Fatalf("re-append after truncation: %+v %v", info, err)
 	}
 }
+
+// The table outlives the segments that held the batches: retention deletes
+// them, the log reopens, and a retry of an old batch is still a duplicate.
+func TestProducerStateOutlivesDeletedSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, osFS(t, dir), commitlog.Options{})
+	first, err := l.Append(idemBatch(t, 9, 0, 0, 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(batch(t, "filler", 5, 1), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(l)
+	if n, err := l.DeleteSegmentsBelow(l.Offsets().LogEnd); err != nil || n == 0 {
+		t.Fatalf("deleted %d segments: %v", n, err)
+	}
+	if l.Offsets().LogStart <= first.LastOffset {
+		t.Fatal("the producer's segment is still there")
+	}
+	// A crash: no Close.
+	l2 := openLog(t, osFS(t, dir), commitlog.Options{})
+	defer l2.Close()
+	again, err := l2.Append(idemBatch(t, 9, 0, 0, 2), 0)
+	if err != nil || !again.Duplicate || again.FirstOffset != first.FirstOffset {
+		t.Fatalf("retry after its segment was deleted: %+v %v (first %+v)", again, err, first)
+	}
+	if _, err := l2.Append(idemBatch(t, 9, 0, 2, 1), 0); err != nil {
+		t.Fatalf("next sequence: %v", err)
+	}
+}

@@ -1,7 +1,10 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -44,6 +47,10 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 		}
 	}
 	if err := l.rebuildProducersLocked(); err != nil {
+		return 0, l.failLocked(err)
+	}
+	// A snapshot from above the cut must not come back at the next open.
+	if err := l.saveProducerSnapshotLocked(); err != nil {
 		return 0, l.failLocked(err)
 	}
 	end := seg.next
@@ -94,6 +101,10 @@ func (l *Log) ResetTo(offset int64) error {
 	l.hw = offset
 	l.epochs.entries = nil
 	l.producers = producerState{}
+	// A stale snapshot must not come back at the next open.
+	if err := l.fs.Remove(path.Join(l.dir, producerSnapshotFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return l.failLocked(err)
+	}
 	if err := l.saveEpochsLocked(); err != nil {
 		return l.failLocked(err)
 	}
