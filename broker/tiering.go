@@ -64,8 +64,17 @@ func (b *Broker) tierLoop(ctx context.Context) {
 			if !p.cfg.RemoteStorage {
 				continue
 			}
-			if err := b.tierPartition(ctx, p); err != nil && ctx.Err() == nil {
+			// Each partition's pass is bounded, so a stalled object store
+			// holds up the others for at most this long; local retention
+			// (which needs no object store) runs whatever happened.
+			pctx, cancel := context.WithTimeout(ctx, tierPassTimeout)
+			err := b.tierPartition(pctx, p)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				b.log.Warn("tiering", "partition", p.String(), "err", err)
+			}
+			if err := b.localRetention(p); err != nil {
+				b.log.Warn("local retention", "partition", p.String(), "err", err)
 			}
 		}
 	}
@@ -124,8 +133,13 @@ func (b *Broker) tierPartition(ctx context.Context, p *Partition) error {
 		p.tier.start, p.tier.end = start, end
 		p.tier.mu.Unlock()
 	}
-	return b.localRetention(p)
+	return nil
 }
+
+// tierPassTimeout bounds one partition's uploads, retention and sweep in one
+// pass of the tier loop; an upload cut off by it is retried (under a new key)
+// in the next pass, and its objects become orphans.
+const tierPassTimeout = 2 * time.Minute
 
 // loadRemote reads the records once per leadership.
 func (b *Broker) loadRemote(ctx context.Context, p *Partition, epoch int32) error {
