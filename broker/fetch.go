@@ -182,6 +182,13 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 		api.WriteError(w, err)
 		return
 	}
+	if next == seg.Next {
+		// The consumer crosses into the next segment with its next fetch.
+		segs, _ := p.tier.snapshot()
+		if following, ok := tier.Covering(segs, next); ok {
+			b.cold.Prefetch(following)
+		}
+	}
 	pos := p.positions()
 	h := w.Header()
 	h.Set("Content-Type", api.ContentTypeBatches)

@@ -173,6 +173,27 @@ func (r *ColdReader) chunkOf(ctx context.Context, seg RemoteSegment, c int64) ([
 	return data, nil
 }
 
+// Prefetch starts fetching a segment's index and first chunks in the
+// background, for a consumer about to cross into it from the previous one.
+func (r *ColdReader) Prefetch(seg RemoteSegment) {
+	select {
+	case r.sem <- struct{}{}:
+		<-r.sem
+	default:
+		return // every GET slot is busy with reads that were asked for
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if _, err := r.index(r.ctx, seg); err != nil {
+			return
+		}
+		for c := int64(0); c < readAheadChunks && c*r.chunk < seg.Size; c++ {
+			r.readAhead(seg, c)
+		}
+	}()
+}
+
 // readAhead fetches a chunk in the background if a GET slot is free now;
 // it never queues behind consumers' own reads.
 func (r *ColdReader) readAhead(seg RemoteSegment, c int64) {
