@@ -288,9 +288,14 @@ func (p *Partition) checkLeader(requestedEpoch int32) error {
 }
 
 // Produce appends raw batches as leader and waits for the acks asked for.
-func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks) (brokerapi.ProduceResult, error) {
+// requestedEpoch (-1: none) fences a sender routing on stale metadata.
+func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks, requestedEpoch int32) (brokerapi.ProduceResult, error) {
 	p.mu.Lock()
 	if err := p.leaderLocked(); err != nil {
+		p.mu.Unlock()
+		return brokerapi.ProduceResult{}, err
+	}
+	if err := p.checkEpochLocked(requestedEpoch); err != nil {
 		p.mu.Unlock()
 		return brokerapi.ProduceResult{}, err
 	}

@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
@@ -206,6 +209,15 @@ func TestLeaderFailoverAndPreferredLeaderReturns(t *testing.T) {
 	}
 	if after.HighWatermark < 50 {
 		t.Fatalf("new leader's HW %d: acknowledged records missing", after.HighWatermark)
+	}
+	// A sender still routing with the old epoch is fenced, and writes nothing.
+	stale, _ := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"stale"`)}}, api.BatchOptions{})
+	_, err := brokerapi.NewClient().Produce(context.Background(), c.Brokers[after.Leader-1].Addr(), "r", 0, "1", time.Second, before.LeaderEpoch, stale)
+	if !errors.Is(err, api.ErrFencedLeaderEpoch) {
+		t.Fatalf("produce in the old epoch: %v, want FENCED_LEADER_EPOCH", err)
+	}
+	if p := c.partition(); p.LogEndOffset != after.LogEndOffset {
+		t.Fatalf("a fenced produce was written: log end %d, was %d", p.LogEndOffset, after.LogEndOffset)
 	}
 	for i := 0; i < 5; i++ {
 		if status, code := c.produce("all", 10, fmt.Sprint("post", i)); status != 200 {

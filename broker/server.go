@@ -89,6 +89,11 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	epoch, err := requestEpoch(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	timeoutMs, err := queryInt(r, "timeout_ms", defaultProduceWait.Milliseconds(), 0, 5*60*1000)
 	if err != nil {
 		api.WriteError(w, err)
@@ -108,7 +113,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 	body := *bp
 	ctx, cancel := contextWithTimeout(r, time.Duration(timeoutMs)*time.Millisecond)
 	defer cancel()
-	res, err := p.Produce(ctx, body, acks)
+	res, err := p.Produce(ctx, body, acks, epoch)
 	if err != nil {
 		api.WriteError(w, err)
 		return

@@ -95,13 +95,18 @@ func NotSent(err error) bool {
 }
 
 // Produce sends raw batches for one partition. acks is "0", "1" or "all".
-func (c *Client) Produce(ctx context.Context, addr, topic string, partition int32, acks string, timeout time.Duration, batches []byte) (ProduceResult, error) {
+// leaderEpoch, when >= 0, is the epoch the sender believes the leader holds:
+// a leader in another epoch refuses the batches (fencing a stale route).
+func (c *Client) Produce(ctx context.Context, addr, topic string, partition int32, acks string, timeout time.Duration, leaderEpoch int32, batches []byte) (ProduceResult, error) {
 	u := expand(addr, PathProduce, topic, partition) + "?acks=" + acks + "&timeout_ms=" + strconv.FormatInt(timeout.Milliseconds(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(batches))
 	if err != nil {
 		return ProduceResult{}, err
 	}
 	req.Header.Set("Content-Type", api.ContentTypeBatches)
+	if leaderEpoch >= 0 {
+		req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(leaderEpoch)))
+	}
 	var res ProduceResult
 	err = c.doJSON(req, &res)
 	return res, err

@@ -351,7 +351,8 @@ func retriableBeforeWrite(err error) bool {
 		return false
 	}
 	switch e.Code {
-	case api.CodeNotLeader, api.CodeLeaderNotAvailable, api.CodeNotEnoughReplicas, api.CodeUnknownTopic, api.CodeUnknownPartition:
+	case api.CodeNotLeader, api.CodeLeaderNotAvailable, api.CodeNotEnoughReplicas, api.CodeUnknownTopic, api.CodeUnknownPartition,
+		api.CodeFencedLeaderEpoch, api.CodeUnknownLeaderEpoch:
 		return true
 	}
 	return false
@@ -368,7 +369,7 @@ func retriableIdempotent(err error) bool {
 // changes and retrying failures that wrote nothing until ctx ends.
 func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte, retriable func(error) bool) (brokerapi.ProduceResult, error) {
 	res, err := retry(ctx, retriable, func() (brokerapi.ProduceResult, error) {
-		addr, _, err := g.view.Current().Leader(topic, p)
+		addr, st, err := g.view.Current().Leader(topic, p)
 		if err != nil {
 			return brokerapi.ProduceResult{}, err
 		}
@@ -376,7 +377,7 @@ func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks str
 		if dl, ok := ctx.Deadline(); ok {
 			remaining = time.Until(dl)
 		}
-		return g.brokers.Produce(ctx, addr, topic, p, acks, remaining, batch)
+		return g.brokers.Produce(ctx, addr, topic, p, acks, remaining, st.LeaderEpoch, batch)
 	})
 	if err != nil && brokerapi.NotSent(err) {
 		// Never reached a leader: say so with a code that means nothing
