@@ -211,9 +211,6 @@ func TestDecompressionCap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if testing.Short() && tt.codec != CompressionSnappy {
-				t.Skip("decompresses 64 MiB")
-			}
 			data := tt.data(t)
 			h := plainHeader(1)
 			h.attributes = int16(tt.codec)
@@ -224,9 +221,6 @@ func TestDecompressionCap(t *testing.T) {
 	}
 
 	t.Run("exactly the cap decodes", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("decompresses 64 MiB per codec")
-		}
 		for _, c := range []Compression{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
 			got, err := decompress(mustCompress(t, over[:MaxUncompressedBatchSize], c), c)
 			if err != nil || len(got) != MaxUncompressedBatchSize {
