@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -27,14 +28,20 @@ func requestEpoch(r *http.Request) (int32, error) {
 	return int32(e), nil
 }
 
-// handleEpochEnd answers OffsetsForLeaderEpoch for a follower about to truncate.
-func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
+// partitionAndEpoch resolves the partition of a request and the leader epoch
+// it names (-1: none).
+func (b *Broker) partitionAndEpoch(r *http.Request) (*Partition, int32, error) {
 	p, err := b.partitionFor(r)
 	if err != nil {
-		api.WriteError(w, err)
-		return
+		return nil, 0, err
 	}
 	epoch, err := requestEpoch(r)
+	return p, epoch, err
+}
+
+// handleEpochEnd answers OffsetsForLeaderEpoch for a follower about to truncate.
+func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
+	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -58,12 +65,7 @@ func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
 // io.LimitReader over the *os.File with Content-Length set, which net/http
 // hands to (*net.TCPConn).ReadFrom.
 func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
-	p, err := b.partitionFor(r)
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
-	epoch, err := requestEpoch(r)
+	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -122,6 +124,14 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		}
 		res, err = p.log.Read(offset, maxBytes, limit)
 		if err != nil {
+			// Local retention may have moved the local start past offset
+			// since the check above: the object store has it now.
+			if replica == 0 && errors.Is(err, api.ErrOffsetOutOfRange) && offset < res.LogStart {
+				if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
+					b.serveCold(w, r, p, seg, offset, maxBytes)
+					return
+				}
+			}
 			api.WriteError(w, err)
 			return
 		}

@@ -79,17 +79,12 @@ func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 }
 
 func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
-	p, err := b.partitionFor(r)
+	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
 	acks, err := ParseAcks(r.URL.Query().Get("acks"))
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
-	epoch, err := requestEpoch(r)
 	if err != nil {
 		api.WriteError(w, err)
 		return
