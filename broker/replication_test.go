@@ -22,7 +22,10 @@ type rcluster struct {
 }
 
 func startReplicated(t *testing.T) rcluster {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ReplicaLagTimeMax: 500 * time.Millisecond, LeaderRebalanceInterval: 300 * time.Millisecond})
+	// A lag limit well above scheduling hiccups under the race detector:
+	// these tests stop brokers to take them out of the ISR, and a follower
+	// dropped for being slow would make the leader the ISR's only member.
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ReplicaLagTimeMax: 3 * time.Second, LeaderRebalanceInterval: 300 * time.Millisecond})
 	rc := rcluster{c, t}
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "r", Partitions: 1, ReplicationFactor: 3}, 201)
 	rc.waitFor("full ISR", func(p api.PartitionInfo) bool { return len(p.ISR) == 3 && !p.Offline })
@@ -201,7 +204,7 @@ func TestLeaderFailoverAndPreferredLeaderReturns(t *testing.T) {
 			t.Fatalf("produce: %d %s", status, code)
 		}
 	}
-	before := c.partition()
+	before := c.waitFor("full ISR before the failover", func(p api.PartitionInfo) bool { return len(p.ISR) == 3 })
 	c.StopBroker(int(before.Leader))
 	after := c.waitFor("a new leader", func(p api.PartitionInfo) bool { return p.Leader >= 0 && p.Leader != before.Leader })
 	if after.LeaderEpoch <= before.LeaderEpoch || slices.Contains(after.ISR, before.Leader) {
