@@ -142,7 +142,6 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // Sentinels for errors.Is. Their messages are empty; real errors carry context.
 var (
-	ErrInvalidRequest     = &Error{Code: CodeInvalidRequest}
 	ErrCorruptRecord      = &Error{Code: CodeCorruptRecord}
 	ErrRecordTooLarge     = &Error{Code: CodeRecordTooLarge}
 	ErrUnknownTopic       = &Error{Code: CodeUnknownTopic}

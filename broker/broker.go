@@ -336,15 +336,20 @@ func (b *Broker) reconcileLoop(ctx context.Context) {
 
 // retentionLoop applies retention to every partition on an interval.
 func (b *Broker) retentionLoop(ctx context.Context) {
-	t := time.NewTicker(b.opts.RetentionCheckInterval)
+	every(ctx, b.opts.RetentionCheckInterval, b.ApplyRetention)
+}
+
+// every calls f every d until ctx ends (the first call after d).
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+			f()
 		case <-ctx.Done():
 			return
 		}
-		b.ApplyRetention()
 	}
 }
 
@@ -352,20 +357,13 @@ func (b *Broker) retentionLoop(ctx context.Context) {
 // replica.high.watermark.checkpoint.interval.ms), so a broker restarted after
 // a crash serves reads up to nearly where it was before its followers report.
 func (b *Broker) hwCheckpointLoop(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
+	every(ctx, 5*time.Second, func() {
 		for _, p := range b.parts.all() {
 			if err := p.log.CheckpointHW(); err != nil {
 				b.log.Error("HW checkpoint failed", "partition", p.String(), "err", err)
 			}
 		}
-	}
+	})
 }
 
 // ApplyRetention runs retention on every partition now.

@@ -118,9 +118,10 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 
 	var res commitlog.ReadResult
 	for {
-		limit := p.log.Offsets().HighWatermark
+		o := p.log.Offsets()
+		limit := o.HighWatermark
 		if replica > 0 {
-			limit = p.log.Offsets().LogEnd
+			limit = o.LogEnd // followers copy what is not committed yet
 		}
 		res, err = p.log.Read(offset, maxBytes, limit)
 		if err != nil {

@@ -64,10 +64,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descReadOnly, b2f(p.log.Err() != nil), l...)
 		p.mu.Lock()
 		leading := p.leaderLocked() == nil
-		isr := 0
-		if p.progress != nil {
-			isr = len(p.progress.ISR())
-		}
+		isr := p.isrSizeLocked()
 		p.mu.Unlock()
 		gauge(descLeader, b2f(leading), l...)
 		if leading {

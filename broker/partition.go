@@ -93,9 +93,6 @@ func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.T
 		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1}
 }
 
-// Log is the partition's local log.
-func (p *Partition) Log() *commitlog.Log { return p.log }
-
 func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.ID) }
 
 // applyState takes a state read from the coordinator. Older states (lower
@@ -300,7 +297,8 @@ func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks, requ
 		return brokerapi.ProduceResult{}, err
 	}
 	epoch := p.state.LeaderEpoch
-	if isr := p.progress.ISR(); acks == AcksAll && len(isr) < p.cfg.MinInsyncReplicas {
+	if acks == AcksAll && p.progress.ISRSize() < p.cfg.MinInsyncReplicas {
+		isr := p.progress.ISR()
 		p.mu.Unlock()
 		return brokerapi.ProduceResult{}, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
 	}
@@ -333,10 +331,7 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 			// the minimum the HW jumped without the copies acks=all promises
 			// (Kafka's checkEnoughReplicasReachOffset).
 			p.mu.Lock()
-			isr := 0
-			if p.progress != nil {
-				isr = len(p.progress.ISR())
-			}
+			isr := p.isrSizeLocked()
 			p.mu.Unlock()
 			if isr < p.cfg.MinInsyncReplicas {
 				return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: written, but the ISR shrank to %d, below min.insync.replicas %d", p, isr, p.cfg.MinInsyncReplicas)
@@ -345,10 +340,7 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 		}
 		p.mu.Lock()
 		lost := p.progress == nil || p.fenced || p.state.LeaderEpoch != epoch
-		isr := 0
-		if p.progress != nil {
-			isr = len(p.progress.ISR())
-		}
+		isr := p.isrSizeLocked()
 		p.mu.Unlock()
 		if lost {
 			return api.Errorf(api.CodeRequestTimedOut, "%s: leadership changed before the write was replicated; it may or may not be committed", p)
@@ -366,6 +358,14 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 			return err
 		}
 	}
+}
+
+// isrSizeLocked is the ISR size while leading, else 0.
+func (p *Partition) isrSizeLocked() int {
+	if p.progress == nil {
+		return 0
+	}
+	return p.progress.ISRSize()
 }
 
 // onFollowerFetch records a follower's fetch position (the leader side of

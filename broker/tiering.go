@@ -52,14 +52,7 @@ func (t *partitionTier) remoteBounds() (start, end int64) {
 // whole-log retention to remote segments; as any replica, trim local
 // segments that are in the object store by local retention.
 func (b *Broker) tierLoop(ctx context.Context) {
-	t := time.NewTicker(b.opts.TierInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
+	every(ctx, b.opts.TierInterval, func() {
 		for _, p := range b.parts.all() {
 			if !p.cfg.RemoteStorage {
 				continue
@@ -77,7 +70,7 @@ func (b *Broker) tierLoop(ctx context.Context) {
 				b.log.Warn("local retention", "partition", p.String(), "err", err)
 			}
 		}
-	}
+	})
 }
 
 func (b *Broker) tierPartition(ctx context.Context, p *Partition) error {

@@ -3,10 +3,6 @@
 // call it. Record data crosses it as raw RecordBatch v2 bytes.
 package brokerapi
 
-import (
-	"github.com/sluice-io/sluice/api"
-)
-
 // Routes of the internal API. {topic} and {partition} are path parameters.
 const (
 	PathProduce     = "/internal/v1/partitions/{topic}/{partition}/produce"
@@ -75,6 +71,3 @@ type Health struct {
 	Controller       bool     `json:"controller"`
 	FailedPartitions []string `json:"failed_partitions,omitempty"`
 }
-
-// CreateTopic is the body of a create-topic call to the controller.
-type CreateTopic = api.CreateTopicRequest

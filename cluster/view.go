@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -338,10 +337,4 @@ func (v *View) children(ctx context.Context, p string) ([]string, error) {
 	}
 	v.arm(p, nodeData{children: kids, exists: true}, ch, !armed)
 	return kids, nil
-}
-
-// ParseBrokerID parses a /brokers/ids child name.
-func ParseBrokerID(s string) (int32, error) {
-	n, err := strconv.ParseInt(s, 10, 32)
-	return int32(n), err
 }

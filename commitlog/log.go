@@ -103,7 +103,6 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 		}
 	}
 	next := l.endLocked()
-	info := AppendInfo{FirstOffset: next, MaxTimestamp: -1}
 	pos := 0
 	for i := range hs {
 		h := &hs[i]
@@ -112,19 +111,8 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 		pos += h.Size()
 		h.BaseOffset, h.PartitionLeaderEpoch = next, leaderEpoch
 		next = h.NextOffset()
-		info.Records += int64(h.RecordCount)
-		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
 	}
-	info.LastOffset = next - 1
-	if err := l.writeLocked(buf, hs); err != nil {
-		return AppendInfo{}, err
-	}
-	if l.epochs.assign(leaderEpoch, info.FirstOffset) {
-		if err := l.saveEpochsLocked(); err != nil {
-			return info, l.failLocked(err)
-		}
-	}
-	return info, l.afterAppendLocked(info.Records)
+	return l.writeBatchesLocked(buf, hs)
 }
 
 // AppendReplica writes batches that already carry their offsets and epochs, as a
@@ -140,16 +128,24 @@ func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
 		return AppendInfo{}, err
 	}
 	next := l.endLocked()
-	info := AppendInfo{FirstOffset: next, MaxTimestamp: -1}
 	for _, h := range hs {
 		if h.BaseOffset != next {
 			return AppendInfo{}, api.Errorf(api.CodeCorruptRecord, "replica batch at offset %d, log ends at %d", h.BaseOffset, next)
 		}
 		next = h.NextOffset()
+	}
+	return l.writeBatchesLocked(buf, hs)
+}
+
+// writeBatchesLocked writes batches whose offsets and epochs are final (the
+// leader stamped them, or a follower copied them), extends the epoch lineage
+// and applies the flush policy.
+func (l *Log) writeBatchesLocked(buf []byte, hs []api.BatchHeader) (AppendInfo, error) {
+	info := AppendInfo{FirstOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].LastOffset(), MaxTimestamp: -1}
+	for _, h := range hs {
 		info.Records += int64(h.RecordCount)
 		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
 	}
-	info.LastOffset = next - 1
 	if err := l.writeLocked(buf, hs); err != nil {
 		return AppendInfo{}, err
 	}

@@ -49,7 +49,10 @@ func NewProgress(self int32, replicas, isr []int32, now time.Time) *Progress {
 // SetISR replaces the ISR after a committed ISR change.
 func (p *Progress) SetISR(isr []int32) { p.isr = slices.Clone(isr) }
 
-// ISR returns the current ISR.
+// ISRSize is the number of ISR members.
+func (p *Progress) ISRSize() int { return len(p.isr) }
+
+// ISR returns a copy of the current ISR.
 func (p *Progress) ISR() []int32 { return slices.Clone(p.isr) }
 
 // InISR reports whether id is in the ISR.
