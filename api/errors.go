@@ -54,6 +54,17 @@ const (
 	CodeRequestTimedOut       Code = "REQUEST_TIMED_OUT"
 	CodeTooManyRequests       Code = "TOO_MANY_REQUESTS"
 	CodeInternal              Code = "INTERNAL"
+
+	CodeInvalidGroupID      Code = "INVALID_GROUP_ID"
+	CodeUnknownMemberID     Code = "UNKNOWN_MEMBER_ID"
+	CodeFencedMemberEpoch   Code = "FENCED_MEMBER_EPOCH"
+	CodeFencedInstanceID    Code = "FENCED_INSTANCE_ID"
+	CodeNotCoordinator      Code = "NOT_COORDINATOR"
+	CodeCoordinatorLoading  Code = "COORDINATOR_LOAD_IN_PROGRESS"
+	CodeCoordinatorNotAvail Code = "COORDINATOR_NOT_AVAILABLE"
+	CodeGroupNotEmpty       Code = "GROUP_NOT_EMPTY"
+	CodeUnknownGroup        Code = "UNKNOWN_GROUP"
+	CodeNoOffset            Code = "NO_OFFSET_FOR_PARTITION"
 )
 
 var table = map[Code]Spec{
@@ -90,6 +101,17 @@ var table = map[Code]Spec{
 	CodeRequestTimedOut:       {504, true, "the request did not complete within its timeout; it may or may not have been written"},
 	CodeTooManyRequests:       {429, true, "the server is shedding load"},
 	CodeInternal:              {500, true, "an unexpected server error"},
+
+	CodeInvalidGroupID:      {400, false, "group ids match [a-zA-Z0-9._-]{1,249}"},
+	CodeUnknownMemberID:     {404, false, "the member is not in the group (it left, or its session expired): join again"},
+	CodeFencedMemberEpoch:   {409, false, "the member no longer owns the partition at this member epoch: poll or heartbeat for the new assignment"},
+	CodeFencedInstanceID:    {409, false, "a newer member took over this instance id"},
+	CodeNotCoordinator:      {503, true, "this broker does not coordinate the group; ask the current one"},
+	CodeCoordinatorLoading:  {503, true, "the group coordinator is still loading its state"},
+	CodeCoordinatorNotAvail: {503, true, "the group coordinator cannot be reached or elected right now"},
+	CodeGroupNotEmpty:       {409, false, "the group has live members; the operation needs an empty group"},
+	CodeUnknownGroup:        {404, false, "the group does not exist"},
+	CodeNoOffset:            {409, false, "no committed offset for the partition and auto_offset_reset is none"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

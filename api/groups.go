@@ -1,0 +1,176 @@
+package api
+
+import (
+	"regexp"
+)
+
+// OffsetsTopic is the internal, compacted topic that holds every consumer
+// group's membership, assignment and committed offsets. The coordinator of a
+// group is the leader of partition GroupPartition(group, n) of it.
+const OffsetsTopic = "__consumer_offsets"
+
+// GroupPartition is the __consumer_offsets partition that holds group's
+// state: murmur2(group) made positive, modulo the partition count (Kafka's
+// rule uses Java's hashCode; murmur2 is what Sluice already hashes keys with).
+func GroupPartition(group string, partitions int) int32 {
+	return int32(KeyPartition([]byte(group), partitions))
+}
+
+var groupIDRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// ValidateGroupID applies the topic-name rule to group ids, so they are safe
+// in paths and metric labels.
+func ValidateGroupID(g string) error {
+	if !groupIDRE.MatchString(g) || g == "." || g == ".." {
+		return Errorf(CodeInvalidGroupID, "group id %q must match [a-zA-Z0-9._-]{1,249}", g)
+	}
+	return nil
+}
+
+// Auto offset reset policies: where a member starts on a partition the group
+// has no committed offset for (or whose committed offset is out of range).
+const (
+	ResetEarliest = "earliest"
+	ResetLatest   = "latest"
+	ResetNone     = "none"
+)
+
+// Assignors a member may ask for at join; the group uses the first member's.
+const (
+	AssignorUniform = "uniform" // balanced and sticky: partitions stay where they are while counts allow
+	AssignorRange   = "range"   // per topic, contiguous ranges in member-id order (Kafka's RangeAssignor)
+)
+
+// Member kinds.
+const (
+	MemberKindHTTP = "http"
+	MemberKindWS   = "ws"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// JoinGroupRequest is the body of POST /v1/groups/{group}/members.
+type JoinGroupRequest struct {
+	Topics []string `json:"topics"`
+	// InstanceID makes the member static (KIP-345): a join with a known
+	// instance id takes over that member and its assignment, without a
+	// rebalance; the previous incarnation is fenced (FENCED_INSTANCE_ID).
+	InstanceID       string `json:"instance_id,omitempty"`
+	SessionTimeoutMs int64  `json:"session_timeout_ms,omitempty"` // default 30000, 1000..300000
+	AutoOffsetReset  string `json:"auto_offset_reset,omitempty"`  // earliest (default), latest, none
+	AutoCommit       bool   `json:"auto_commit,omitempty"`
+	Assignor         string `json:"assignor,omitempty"` // uniform (default) or range
+}
+
+// JoinGroupResponse answers a join.
+type JoinGroupResponse struct {
+	MemberID            string           `json:"member_id"`
+	MemberEpoch         int32            `json:"member_epoch"`
+	Assignment          []TopicPartition `json:"assignment"`
+	HeartbeatIntervalMs int64            `json:"heartbeat_interval_ms"`
+}
+
+// GroupRecord is one record in a group poll: a fetched record and where it is from.
+type GroupRecord struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	FetchedRecord
+}
+
+// GroupPollResponse answers GET /v1/groups/{group}/members/{member}/records.
+type GroupPollResponse struct {
+	Records []GroupRecord `json:"records"`
+	// Cursor names the positions after these records: commit it, or pass it
+	// to the next poll (passing the previous one again returns the same records).
+	Cursor      string           `json:"cursor"`
+	MemberEpoch int32            `json:"member_epoch"`
+	Assignment  []TopicPartition `json:"assignment"`
+}
+
+// HeartbeatResponse answers POST .../members/{member}/heartbeat.
+type HeartbeatResponse struct {
+	MemberEpoch int32            `json:"member_epoch"`
+	Assignment  []TopicPartition `json:"assignment"`
+}
+
+// PartitionOffset is a position in one partition: the next record to read.
+type PartitionOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// CommitRequest is the body of POST /v1/groups/{group}/offsets: explicit
+// offsets, or the cursor of a poll.
+type CommitRequest struct {
+	MemberID    string            `json:"member_id"`
+	MemberEpoch int32             `json:"member_epoch"`
+	Offsets     []PartitionOffset `json:"offsets,omitempty"`
+	Cursor      string            `json:"cursor,omitempty"`
+}
+
+// CommitResponse lists what was committed.
+type CommitResponse struct {
+	Committed []PartitionOffset `json:"committed"`
+}
+
+// ResetOffsetsRequest is the body of POST /v1/groups/{group}/offsets/reset.
+type ResetOffsetsRequest struct {
+	Topics []string `json:"topics"`
+	To     string   `json:"to"` // earliest, latest, offset:N, timestamp:MS
+}
+
+// GroupMember describes a member in GET /v1/groups/{group}.
+type GroupMember struct {
+	MemberID    string           `json:"member_id"`
+	InstanceID  string           `json:"instance_id,omitempty"`
+	Kind        string           `json:"kind"`
+	MemberEpoch int32            `json:"member_epoch"`
+	Topics      []string         `json:"topics"`
+	Assignment  []TopicPartition `json:"assignment"`
+	LastSeenMs  int64            `json:"last_seen_ms"` // unix ms of the last request
+}
+
+// GroupPartitionLag is one partition's committed offset and lag.
+type GroupPartitionLag struct {
+	Topic           string `json:"topic"`
+	Partition       int32  `json:"partition"`
+	CommittedOffset int64  `json:"committed_offset"` // -1: none
+	HighWatermark   int64  `json:"high_watermark"`   // -1: unknown (leader unreachable)
+	Lag             int64  `json:"lag"`              // records; -1 when unknown
+	LagMs           int64  `json:"lag_ms"`           // now - timestamp of the first unconsumed record; 0 without lag, -1 unknown
+	Owner           string `json:"owner,omitempty"`  // member id
+}
+
+// Group states.
+const (
+	GroupEmpty       = "empty"       // no members; offsets may exist
+	GroupStable      = "stable"      // every member holds its target assignment
+	GroupRebalancing = "reconciling" // some partition is moving between members
+)
+
+// GroupDescription answers GET /v1/groups/{group}.
+type GroupDescription struct {
+	Group      string              `json:"group"`
+	State      string              `json:"state"`
+	GroupEpoch int32               `json:"group_epoch"`
+	Assignor   string              `json:"assignor,omitempty"`
+	Members    []GroupMember       `json:"members"`
+	Partitions []GroupPartitionLag `json:"partitions"`
+}
+
+// GroupSummary is one row of GET /v1/groups.
+type GroupSummary struct {
+	Group   string `json:"group"`
+	State   string `json:"state"`
+	Members int    `json:"members"`
+}
+
+// GroupList answers GET /v1/groups.
+type GroupList struct {
+	Groups []GroupSummary `json:"groups"`
+}
