@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -27,6 +28,9 @@ const (
 	ConfigRemoteStorage      = "remote.storage.enable"
 	ConfigLocalRetentionMs   = "local.retention.ms"
 	ConfigLocalRetentionB    = "local.retention.bytes"
+	ConfigMinCleanableRatio  = "min.cleanable.dirty.ratio"
+	ConfigDeleteRetentionMs  = "delete.retention.ms"
+	ConfigMinCompactionLagMs = "min.compaction.lag.ms"
 )
 
 // DefaultMaxMessageBytes is the largest record a topic accepts unless its
@@ -35,8 +39,12 @@ const DefaultMaxMessageBytes = 1_000_000
 
 // TopicConfig is a topic's parsed configuration.
 type TopicConfig struct {
-	Retention          time.Duration // retention.ms; -1 keeps forever. Default 7 days.
-	RetentionBytes     int64         // retention.bytes; -1 no limit (default).
+	// Retention (retention.ms; default 7 days) and RetentionBytes
+	// (retention.bytes; default no limit) trim the log by time and size; -1
+	// turns each off. Both are -1 whatever was set when cleanup.policy lacks
+	// "delete": a compacted-only topic keeps every key's latest record for good.
+	Retention          time.Duration
+	RetentionBytes     int64
 	SegmentBytes       int64         // segment.bytes; default 1 GiB.
 	SegmentAge         time.Duration // segment.ms; default 7 days.
 	MaxMessageBytes    int           // max.message.bytes: the largest record (key+value+headers); default 1,000,000.
@@ -55,6 +63,24 @@ type TopicConfig struct {
 	// is in the object store.
 	LocalRetention      time.Duration
 	LocalRetentionBytes int64
+
+	// Compact and DeletePolicy are the two halves of cleanup.policy
+	// ("delete", the default; "compact"; "compact,delete"): Compact turns
+	// the log cleaner on, DeletePolicy keeps time and size retention on.
+	Compact      bool
+	DeletePolicy bool
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (default 0.5): the
+	// cleaner runs once the bytes written since the last clean are at least
+	// this share of the cleanable log.
+	MinCleanableDirtyRatio float64
+	// DeleteRetention is delete.retention.ms (default 1 day): how long a
+	// tombstone (a record with a null value) survives after the clean that
+	// first covered it, so a consumer that saw the key's old value has that
+	// long to see the delete.
+	DeleteRetention time.Duration
+	// MinCompactionLag is min.compaction.lag.ms (default 0): a record younger
+	// than this is never compacted away.
+	MinCompactionLag time.Duration
 }
 
 type configSpec struct {
@@ -122,11 +148,39 @@ var configSpecs = map[string]configSpec{
 		return err
 	}, "fsync at most this long after an append (0 or -1: not by time)"},
 	ConfigCleanupPolicy: {"delete", func(c *TopicConfig, v string) error {
-		if v != "delete" {
-			return fmt.Errorf("only \"delete\" is supported")
+		switch v {
+		case "delete":
+			c.DeletePolicy = true
+		case "compact":
+			c.Compact = true
+		case "compact,delete", "delete,compact":
+			c.Compact, c.DeletePolicy = true, true
+		default:
+			return fmt.Errorf(`want "delete", "compact" or "compact,delete"`)
 		}
 		return nil
-	}, "what happens to old segments"},
+	}, "what happens to old segments: delete them by time and size, compact them to each key's latest record, or both"},
+	ConfigMinCleanableRatio: {"0.5", func(c *TopicConfig, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) {
+			return fmt.Errorf("not a number")
+		}
+		if f < 0 || f > 1 {
+			return fmt.Errorf("out of range [0, 1]")
+		}
+		c.MinCleanableDirtyRatio = f
+		return nil
+	}, "compacted topics: clean once the bytes written since the last clean are this share of the log"},
+	ConfigDeleteRetentionMs: {"86400000", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, 1<<53)
+		c.DeleteRetention = time.Duration(n) * time.Millisecond
+		return err
+	}, "compacted topics: how long a tombstone survives after the clean that first covered it"},
+	ConfigMinCompactionLagMs: {"0", func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, 1<<53)
+		c.MinCompactionLag = time.Duration(n) * time.Millisecond
+		return err
+	}, "compacted topics: records younger than this are never compacted away"},
 	ConfigCompressionType: {"none", func(c *TopicConfig, v string) error {
 		codec, err := ParseCompression(v)
 		c.Compression = codec
@@ -198,6 +252,16 @@ func ParseTopicConfig(configs map[string]string, replicationFactor int) (TopicCo
 		if replicationFactor >= 3 {
 			c.MinInsyncReplicas = 2
 		}
+	}
+	if c.Compact && c.RemoteStorage {
+		// Tiered segments are immutable objects; a cleaner rewriting the
+		// local copy would make the two disagree.
+		return c, Errorf(CodeInvalidConfig, "%s=true cannot be combined with %s=%s", ConfigRemoteStorage, ConfigCleanupPolicy, configs[ConfigCleanupPolicy])
+	}
+	if !c.DeletePolicy {
+		// Kafka's rule: without "delete" in the policy, time and size do not
+		// trim the log; only the cleaner removes records.
+		c.Retention, c.RetentionBytes = -1, -1
 	}
 	if c.LocalRetention == -2 {
 		c.LocalRetention = c.Retention
