@@ -128,6 +128,7 @@ type Broker struct {
 	peers   *brokerapi.Client
 	cold    *tier.ColdReader // nil without a bucket
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
+	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 
 	registered atomic.Bool
 	runCtx     context.Context // ends when Close begins
@@ -256,6 +257,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.goFunc(func() { b.tierLoop(runCtx) })
 	}
 	b.goFunc(func() { b.sessionLoop(runCtx) })
+	b.goFunc(func() { b.groupLoop(runCtx) })
 	// Ready means registered and holding metadata: then the controller can
 	// assign replicas here and gateways can route to it.
 	for !b.Ready() {

@@ -41,6 +41,7 @@ func (b *Broker) routes() http.Handler {
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
 	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
 	r.Get(brokerapi.PathHealth, b.handleHealth)
+	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -211,7 +211,7 @@ func (s *State) Heartbeat(group, id string, meta Metadata, now time.Time) ([]Rec
 // StartPoll begins a poll: with auto commit, it commits the positions the
 // member's previous poll ended at (from cursor when given, else from memory),
 // then it heartbeats. The plan (PollPlan) is read once the records are applied.
-func (s *State) StartPoll(group, id string, cursor *Cursor, meta Metadata, now time.Time) ([]Record, error) {
+func (s *State) StartPoll(group, id string, cursor *api.Cursor, meta Metadata, now time.Time) ([]Record, error) {
 	g, m, err := s.member(group, id)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *State) StartPoll(group, id string, cursor *Cursor, meta Metadata, now t
 
 // previousPosition is where the member's last poll ended in tp: the cursor's
 // position when the cursor was made while tp was held, else memory.
-func previousPosition(m *Member, cursor *Cursor, tp api.TopicPartition) (int64, bool) {
+func previousPosition(m *Member, cursor *api.Cursor, tp api.TopicPartition) (int64, bool) {
 	if cursor != nil {
 		if off, ok := cursor.Position(tp); ok && cursor.Epoch >= m.grant(tp) {
 			return off, true
@@ -266,7 +266,7 @@ type PollPlan struct {
 // Plan returns where a poll by the member reads: per owned partition, the
 // cursor's position (made while the partition was held), else where the
 // member's last poll ended, else the committed offset, else the reset policy.
-func (s *State) Plan(group, id string, cursor *Cursor) (PollPlan, error) {
+func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 	g, m, err := s.member(group, id)
 	if err != nil {
 		return PollPlan{}, err

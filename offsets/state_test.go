@@ -345,8 +345,8 @@ func TestPollPositionsAndAutoCommit(t *testing.T) {
 		t.Fatalf("auto-committed %d, want 10", got)
 	}
 	// A cursor names the positions: an older cursor is read again from its positions.
-	c := &Cursor{Epoch: plan.MemberEpoch, Positions: []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 4}}}
-	dc, err := DecodeCursor(c.Encode())
+	c := &api.Cursor{Epoch: plan.MemberEpoch, Positions: []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 4}}}
+	dc, err := api.DecodeCursor(c.Encode())
 	if err != nil || !reflect.DeepEqual(dc, *c) {
 		t.Fatalf("cursor round trip: %+v %v", dc, err)
 	}
@@ -354,7 +354,7 @@ func TestPollPositionsAndAutoCommit(t *testing.T) {
 		t.Fatalf("plan with cursor %+v, want 4", plan)
 	}
 	for _, bad := range []string{"!!", "e30", "eyJlIjoxLCJwIjp7InQiOltbLTEsMl1dfX0"} {
-		if _, err := DecodeCursor(bad); err == nil && bad != "e30" {
+		if _, err := api.DecodeCursor(bad); err == nil && bad != "e30" {
 			t.Fatalf("cursor %q accepted", bad)
 		}
 	}

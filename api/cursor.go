@@ -1,11 +1,9 @@
-package offsets
+package api
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"sort"
-
-	"github.com/sluice-io/sluice/api"
 )
 
 // MaxCursorLen bounds a cursor a client sends (a few thousand partitions).
@@ -17,7 +15,7 @@ const MaxCursorLen = 64 << 10
 // partition was taken away and given back are not trusted.
 type Cursor struct {
 	Epoch     int32
-	Positions []api.PartitionOffset
+	Positions []PartitionOffset
 }
 
 type cursorWire struct {
@@ -28,19 +26,21 @@ type cursorWire struct {
 // Encode renders the cursor for a response.
 func (c Cursor) Encode() string {
 	w := cursorWire{E: c.Epoch, P: map[string][][2]int64{}}
-	ps := append([]api.PartitionOffset(nil), c.Positions...)
+	ps := append([]PartitionOffset(nil), c.Positions...)
 	sort.Slice(ps, func(i, j int) bool {
-		return tpLess(api.TopicPartition{Topic: ps[i].Topic, Partition: ps[i].Partition},
-			api.TopicPartition{Topic: ps[j].Topic, Partition: ps[j].Partition})
+		if ps[i].Topic != ps[j].Topic {
+			return ps[i].Topic < ps[j].Topic
+		}
+		return ps[i].Partition < ps[j].Partition
 	})
 	for _, p := range ps {
 		w.P[p.Topic] = append(w.P[p.Topic], [2]int64{int64(p.Partition), p.Offset})
 	}
-	return base64.RawURLEncoding.EncodeToString(mustJSON(w))
+	return base64.RawURLEncoding.EncodeToString(mustMarshal(w))
 }
 
 // Position returns the cursor's offset for tp.
-func (c Cursor) Position(tp api.TopicPartition) (int64, bool) {
+func (c Cursor) Position(tp TopicPartition) (int64, bool) {
 	for _, p := range c.Positions {
 		if p.Topic == tp.Topic && p.Partition == tp.Partition {
 			return p.Offset, true
@@ -53,24 +53,32 @@ func (c Cursor) Position(tp api.TopicPartition) (int64, bool) {
 func DecodeCursor(s string) (Cursor, error) {
 	var c Cursor
 	if len(s) > MaxCursorLen {
-		return c, api.Errorf(api.CodeInvalidRequest, "cursor longer than %d bytes", MaxCursorLen)
+		return c, Errorf(CodeInvalidRequest, "cursor longer than %d bytes", MaxCursorLen)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return c, api.Errorf(api.CodeInvalidRequest, "cursor is not one this API issued")
+		return c, Errorf(CodeInvalidRequest, "cursor is not one this API issued")
 	}
 	var w cursorWire
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return c, api.Errorf(api.CodeInvalidRequest, "cursor is not one this API issued")
+		return c, Errorf(CodeInvalidRequest, "cursor is not one this API issued")
 	}
 	c.Epoch = w.E
 	for t, ps := range w.P {
 		for _, p := range ps {
 			if p[0] < 0 || p[0] > 1<<31-1 || p[1] < 0 {
-				return c, api.Errorf(api.CodeInvalidRequest, "cursor names a bad position")
+				return c, Errorf(CodeInvalidRequest, "cursor names a bad position")
 			}
-			c.Positions = append(c.Positions, api.PartitionOffset{Topic: t, Partition: int32(p[0]), Offset: p[1]})
+			c.Positions = append(c.Positions, PartitionOffset{Topic: t, Partition: int32(p[0]), Offset: p[1]})
 		}
 	}
 	return c, nil
+}
+
+func mustMarshal(v cursorWire) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("api: encoding a cursor: " + err.Error()) // maps of int arrays always encode
+	}
+	return b
 }

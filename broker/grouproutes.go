@@ -1,0 +1,274 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/offsets"
+)
+
+// maxGroupBody bounds a group request body (a commit of a few thousand partitions).
+const maxGroupBody = 1 << 20
+
+func (b *Broker) groupRoutes(r chi.Router) {
+	r.Get(brokerapi.PathGroups, b.handleListGroups)
+	r.Get(brokerapi.PathGroup, b.handleDescribeGroup)
+	r.Delete(brokerapi.PathGroup, b.handleDeleteGroup)
+	r.Post(brokerapi.PathGroupJoin, b.handleJoinGroup)
+	r.Post(brokerapi.PathGroupHeartbeat, b.handleHeartbeat)
+	r.Post(brokerapi.PathGroupPoll, b.handleStartPoll)
+	r.Post(brokerapi.PathGroupPositions, b.handleEndPoll)
+	r.Delete(brokerapi.PathGroupMember, b.handleLeaveGroup)
+	r.Post(brokerapi.PathGroupCommit, b.handleCommit)
+	r.Post(brokerapi.PathGroupSetOffset, b.handleSetOffsets)
+}
+
+func decodeGroupBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxGroupBody))
+	if err := dec.Decode(v); err != nil {
+		return api.Errorf(api.CodeInvalidRequest, "bad group request body: %v", err)
+	}
+	return nil
+}
+
+func newMemberID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	var req brokerapi.GroupJoin
+	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if req.Kind != api.MemberKindWS {
+		req.Kind = api.MemberKindHTTP
+	}
+	meta := b.groupMeta()
+	p, err := offsets.ValidateJoin(req.JoinGroupRequest, req.Kind, meta)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	id := newMemberID()
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		var res api.JoinGroupResponse
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.Join(group, id, p, meta, now), nil
+		}, func(st *offsets.State) error {
+			m, err := st.Member(group, id)
+			if err != nil {
+				return err
+			}
+			res = api.JoinGroupResponse{MemberID: id, MemberEpoch: m.Epoch, Assignment: m.Assignment(),
+				HeartbeatIntervalMs: offsets.HeartbeatInterval(m.SessionTimeoutMs)}
+			return nil
+		})
+		if err == nil {
+			writeJSON(w, http.StatusCreated, res)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		var res api.HeartbeatResponse
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.Heartbeat(group, member, b.groupMeta(), now)
+		}, func(st *offsets.State) error {
+			m, err := st.Member(group, member)
+			if err != nil {
+				return err
+			}
+			res = api.HeartbeatResponse{MemberEpoch: m.Epoch, Assignment: m.Assignment()}
+			return nil
+		})
+		if err == nil {
+			writeJSON(w, http.StatusOK, res)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
+	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
+	var req brokerapi.GroupPollRequest
+	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	var cursor *api.Cursor
+	if req.Cursor != "" {
+		c, err := api.DecodeCursor(req.Cursor)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		cursor = &c
+	}
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		var res brokerapi.GroupPollPlan
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.StartPoll(group, member, cursor, b.groupMeta(), now)
+		}, func(st *offsets.State) error {
+			plan, err := st.Plan(group, member, cursor)
+			if err != nil {
+				return err
+			}
+			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment, Starts: make([]brokerapi.GroupStart, len(plan.Starts))}
+			for i, s := range plan.Starts {
+				res.Starts[i] = brokerapi.GroupStart{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Reset: s.Reset}
+			}
+			return nil
+		})
+		if err == nil {
+			writeJSON(w, http.StatusOK, res)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleEndPoll(w http.ResponseWriter, r *http.Request) {
+	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
+	var req brokerapi.GroupPositions
+	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		err := gc.read(r.Context(), func(st *offsets.State) error {
+			st.EndPoll(group, member, req.Positions)
+			return nil
+		})
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleLeaveGroup(w http.ResponseWriter, r *http.Request) {
+	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.Leave(group, member, b.groupMeta())
+		}, nil)
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	var req api.CommitRequest
+	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if req.Cursor != "" {
+		c, err := api.DecodeCursor(req.Cursor)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		if req.MemberEpoch == 0 {
+			req.MemberEpoch = c.Epoch
+		}
+		req.Offsets = append(req.Offsets, c.Positions...)
+	}
+	if len(req.Offsets) == 0 {
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "nothing to commit: give offsets or a cursor"))
+		return
+	}
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.Commit(group, req.MemberID, req.MemberEpoch, req.Offsets, b.groupMeta(), now)
+		}, nil)
+		if err == nil {
+			writeJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	var req brokerapi.GroupSetOffsets
+	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.SetOffsets(group, req.Offsets, now)
+		}, nil)
+		if err == nil {
+			writeJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		var res api.GroupDescription
+		err := gc.read(r.Context(), func(st *offsets.State) error {
+			d, ok := st.Describe(group)
+			if !ok {
+				return api.Errorf(api.CodeUnknownGroup, "group %q does not exist", group)
+			}
+			res = d
+			return nil
+		})
+		if err == nil {
+			writeJSON(w, http.StatusOK, res)
+		}
+		return err
+	})
+}
+
+func (b *Broker) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
+		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			return st.Delete(group)
+		}, nil)
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return err
+	})
+}
+
+// handleListGroups lists the groups of every __consumer_offsets partition
+// this broker leads.
+func (b *Broker) handleListGroups(w http.ResponseWriter, r *http.Request) {
+	res := api.GroupList{Groups: []api.GroupSummary{}}
+	for _, p := range b.parts.topicPartitions(api.OffsetsTopic) {
+		if _, _, leading := p.leaderState(); !leading {
+			continue
+		}
+		_ = b.groups.coordinator(p).read(r.Context(), func(st *offsets.State) error {
+			for _, g := range st.Groups() {
+				res.Groups = append(res.Groups, st.Summary(g))
+			}
+			return nil
+		})
+	}
+	writeJSON(w, http.StatusOK, res)
+}
