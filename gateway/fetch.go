@@ -95,14 +95,20 @@ func (g *Gateway) resolveOffset(ctx context.Context, topic string, p int32, spec
 	if n, err := strconv.ParseInt(spec, 10, 64); err == nil {
 		return n, nil
 	}
-	res, err := retry(ctx, retriableRead, func() (brokerapi.OffsetsResult, error) {
+	res, err := g.listOffsets(ctx, topic, p, spec)
+	return res.Offset, err
+}
+
+// listOffsets asks the partition's leader (following leader changes) for
+// the offset at "earliest", "latest" or a timestamp in ms.
+func (g *Gateway) listOffsets(ctx context.Context, topic string, p int32, at string) (brokerapi.OffsetsResult, error) {
+	return retry(ctx, retriableRead, func() (brokerapi.OffsetsResult, error) {
 		addr, _, err := g.view.Current().Leader(topic, p)
 		if err != nil {
 			return brokerapi.OffsetsResult{}, err
 		}
-		return g.brokers.ListOffsets(ctx, addr, topic, p, spec)
+		return g.brokers.ListOffsets(ctx, addr, topic, p, at)
 	})
-	return res.Offset, err
 }
 
 // fetchFrom fetches raw batches from the partition's leader.
@@ -269,13 +275,7 @@ func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	res, err := retry(ctx, retriableRead, func() (brokerapi.OffsetsResult, error) {
-		addr, _, err := g.view.Current().Leader(fp.topic, fp.partition)
-		if err != nil {
-			return brokerapi.OffsetsResult{}, err
-		}
-		return g.brokers.ListOffsets(ctx, addr, fp.topic, fp.partition, at)
-	})
+	res, err := g.listOffsets(ctx, fp.topic, fp.partition, at)
 	if err != nil {
 		api.WriteError(w, err)
 		return

@@ -35,6 +35,10 @@ type Options struct {
 	Version string
 	// OpenAPI is served at GET /openapi.yaml.
 	OpenAPI []byte
+	// OffsetsTopicPartitions is the partition count of __consumer_offsets
+	// when a gateway creates it, on the first group request
+	// (offsets.topic.num.partitions). Default 50.
+	OffsetsTopicPartitions int
 	// Dashboard, when set, is served at / (the browser dashboard).
 	Dashboard http.Handler
 	// Logger default slog.Default().
@@ -71,6 +75,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.OffsetsTopicPartitions == 0 {
+		opts.OffsetsTopicPartitions = 50
 	}
 	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics()}
 	g.ln = opts.Listener
@@ -156,6 +163,15 @@ func (g *Gateway) Routes() http.Handler {
 	r.Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/ws", g.handleWebSocket)
+	r.Get("/v1/groups", g.handleListGroups)
+	r.Get("/v1/groups/{group}", g.handleDescribeGroup)
+	r.Delete("/v1/groups/{group}", g.handleDeleteGroup)
+	r.Post("/v1/groups/{group}/members", g.handleJoinGroup)
+	r.Get("/v1/groups/{group}/members/{member}/records", g.handleGroupPoll)
+	r.Post("/v1/groups/{group}/members/{member}/heartbeat", g.handleHeartbeat)
+	r.Delete("/v1/groups/{group}/members/{member}", g.handleLeaveGroup)
+	r.Post("/v1/groups/{group}/offsets", g.handleCommit)
+	r.Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
 	if g.opts.Dashboard != nil {
 		r.Handle("/*", g.opts.Dashboard)
 	}

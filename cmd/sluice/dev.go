@@ -86,6 +86,8 @@ func runDev(ctx context.Context, args []string) error {
 		Version: version,
 		OpenAPI: sluice.OpenAPI,
 		Logger:  log,
+		// A small cluster on one machine: 8 partitions, not a cluster's 50.
+		OffsetsTopicPartitions: 8,
 	})
 	if err != nil {
 		return err

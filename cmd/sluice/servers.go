@@ -135,6 +135,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:8080"), "public HTTP address (env SLUICE_ADDR)")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	offsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when this gateway creates it (env SLUICE_OFFSETS_TOPIC_PARTITIONS)")
 	zk := addZKFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -145,7 +146,7 @@ func runGateway(ctx context.Context, args []string) error {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
 	}
 	defer c.Close()
-	gw, err := gateway.New(gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger})
+	gw, err := gateway.New(gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Brokers; i++ {
 		c.StartBroker(i)
 	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log})
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+// pollParams bound one group poll.
+type pollParams struct {
+	maxRecords int
+	maxBytes   int64
+	wait       time.Duration
+	cursor     string
+}
+
+func parsePollParams(r *http.Request) (pollParams, error) {
+	var pp pollParams
+	mr, err := intParam(r, "max_records", defaultMaxRecords, 1, maxMaxRecords)
+	if err != nil {
+		return pp, err
+	}
+	pp.maxRecords = int(mr)
+	if pp.maxBytes, err = intParam(r, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
+		return pp, err
+	}
+	w, err := intParam(r, "max_wait_ms", 0, 0, maxWait.Milliseconds())
+	if err != nil {
+		return pp, err
+	}
+	pp.wait = time.Duration(w) * time.Millisecond
+	pp.cursor = r.URL.Query().Get("cursor")
+	if len(pp.cursor) > api.MaxCursorLen {
+		return pp, api.Errorf(api.CodeInvalidRequest, "cursor longer than %d bytes", api.MaxCursorLen)
+	}
+	return pp, nil
+}
+
+// handleGroupPoll is GET /v1/groups/{group}/members/{member}/records: ask the
+// coordinator where to read (renewing the session), read every assigned
+// partition from its leader, tell the coordinator where the poll ended, and
+// answer with the records and a cursor naming those positions.
+func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
+	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
+	pp, err := parsePollParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), pp.wait+groupBudget)
+	defer cancel()
+	res, err := g.groupPoll(ctx, group, member, pp)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollParams) (api.GroupPollResponse, error) {
+	g.metrics.fetchRequests.WithLabelValues("group").Inc()
+	plan, err := onCoordinator(g, ctx, group, true, func(addr string) (brokerapi.GroupPollPlan, error) {
+		return g.brokers.StartPoll(ctx, addr, group, member, pp.cursor)
+	})
+	if err != nil {
+		return api.GroupPollResponse{}, err
+	}
+	positions, err := g.startPositions(ctx, plan.Starts)
+	if err != nil {
+		return api.GroupPollResponse{}, err
+	}
+	recs, next := g.readPartitions(ctx, positions, pp)
+	// Best effort: if the coordinator does not hear where this poll ended,
+	// the member's next poll without a cursor reads these records again.
+	_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
+		return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
+	})
+	return api.GroupPollResponse{
+		Records:     recs,
+		Cursor:      api.Cursor{Epoch: plan.MemberEpoch, Positions: next}.Encode(),
+		MemberEpoch: plan.MemberEpoch,
+		Assignment:  plan.Assignment,
+	}, nil
+}
+
+// position is where a poll reads one partition.
+type position struct {
+	tp     api.TopicPartition
+	offset int64
+	reset  string
+}
+
+// startPositions resolves the partitions the group has no position for by
+// their reset policy.
+func (g *Gateway) startPositions(ctx context.Context, starts []brokerapi.GroupStart) ([]position, error) {
+	out := make([]position, len(starts))
+	for i, s := range starts {
+		out[i] = position{tp: api.TopicPartition{Topic: s.Topic, Partition: s.Partition}, offset: s.Offset, reset: s.Reset}
+		if s.Offset >= 0 {
+			continue
+		}
+		off, err := g.resetPosition(ctx, out[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i].offset = off
+	}
+	return out, nil
+}
+
+// resetPosition applies a member's auto_offset_reset to a partition.
+func (g *Gateway) resetPosition(ctx context.Context, p position) (int64, error) {
+	switch p.reset {
+	case api.ResetEarliest, api.ResetLatest:
+		return g.resolveOffset(ctx, p.tp.Topic, p.tp.Partition, p.reset)
+	}
+	return 0, api.Errorf(api.CodeNoOffset, "%s/%d has no committed offset (or it is out of range) and auto_offset_reset is none", p.tp.Topic, p.tp.Partition)
+}
+
+// partResult is one partition's share of a poll.
+type partResult struct {
+	recs []api.FetchedRecord
+	next int64
+	err  error
+}
+
+// readPartitions reads every partition once without waiting; when nothing
+// came back and the poll may wait, it long-polls them all and stops at the
+// first that has records. It returns the records (at most maxRecords, in
+// partition order) and the position after them in every partition.
+func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollParams) ([]api.GroupRecord, []api.PartitionOffset) {
+	results := g.readRound(ctx, ps, pp, 0)
+	if total(results) == 0 && pp.wait > 0 && len(ps) > 0 {
+		results = g.readRound(ctx, ps, pp, pp.wait)
+	}
+	recs := []api.GroupRecord{}
+	next := make([]api.PartitionOffset, len(ps))
+	for i, p := range ps {
+		r := results[i]
+		pos := p.offset
+		if r.err == nil {
+			pos = r.next
+		} else if errors.Is(r.err, api.ErrOffsetOutOfRange) {
+			// Retention or truncation moved the log past the position:
+			// the reset policy says where to go.
+			if off, err := g.resetPosition(ctx, p); err == nil {
+				pos = off
+			}
+		}
+		for j, rec := range r.recs {
+			if len(recs) == pp.maxRecords {
+				pos = rec.Offset
+				r.recs = r.recs[:j]
+				break
+			}
+			recs = append(recs, api.GroupRecord{Topic: p.tp.Topic, Partition: p.tp.Partition, FetchedRecord: rec})
+		}
+		next[i] = api.PartitionOffset{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: pos}
+	}
+	return recs, next
+}
+
+func total(rs []partResult) int {
+	n := 0
+	for _, r := range rs {
+		n += len(r.recs)
+	}
+	return n
+}
+
+// readRound fetches every partition concurrently. With a wait, the first
+// partition to return records ends the others' long polls.
+func (g *Gateway) readRound(ctx context.Context, ps []position, pp pollParams, wait time.Duration) []partResult {
+	out := make([]partResult, len(ps))
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	perPart := max(pp.maxBytes/int64(max(len(ps), 1)), 64<<10)
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fp := fetchParams{topic: p.tp.Topic, partition: p.tp.Partition, maxRecords: pp.maxRecords, maxBytes: min(perPart, pp.maxBytes), wait: wait}
+			res, err := g.fetchRecords(rctx, fp, p.offset)
+			if err != nil {
+				if rctx.Err() != nil && ctx.Err() == nil {
+					err = nil // ended early: another partition had records
+				}
+				out[i] = partResult{err: err, next: p.offset}
+				return
+			}
+			out[i] = partResult{recs: res.Records, next: res.NextOffset}
+			if wait > 0 && len(res.Records) > 0 {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
