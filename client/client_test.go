@@ -100,7 +100,10 @@ func TestErrorsMapToCodes(t *testing.T) {
 		{"unknown partition", func() error { _, err := cl.Fetch(ctx, "t", 7, client.Earliest, client.FetchOptions{}); return err }, api.CodeUnknownPartition, 404},
 		{"topic exists", func() error { _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "t"}); return err }, api.CodeTopicAlreadyExists, 409},
 		{"bad topic name", func() error { _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "a/b"}); return err }, api.CodeInvalidTopicName, 400},
-		{"bad offset", func() error { _, err := cl.Fetch(ctx, "t", 0, client.Offset("soon"), client.FetchOptions{}); return err }, api.CodeInvalidOffset, 400},
+		{"bad offset", func() error {
+			_, err := cl.Fetch(ctx, "t", 0, client.Offset("soon"), client.FetchOptions{})
+			return err
+		}, api.CodeInvalidOffset, 400},
 		{"offset out of range", func() error { _, err := cl.Fetch(ctx, "t", 0, client.At(99), client.FetchOptions{}); return err }, api.CodeOffsetOutOfRange, 416},
 		{"explicit partition out of range", func() error {
 			_, err := cl.Produce(ctx, "t", []client.Record{{JSON: json.RawMessage(`1`)}}, client.ProduceOptions{Partition: client.Partition(5)})
@@ -136,7 +139,7 @@ func TestProduceFetchRoundTrip(t *testing.T) {
 	recs := []client.Record{
 		{Key: []byte("user-1"), JSON: json.RawMessage(`{"total": 42}`), Headers: map[string]string{"src": "test"}},
 		{Value: []byte{0xde, 0xad, 0xbe, 0xef}, Key: []byte{0xff, 0x00}, Timestamp: ts},
-		{Value: []byte(`"json bytes"`)},      // bytes that happen to be JSON come back inline
+		{Value: []byte(`"json bytes"`)},       // bytes that happen to be JSON come back inline
 		{JSON: json.RawMessage(`"a string"`)}, // a JSON string value keeps its quotes
 		{Value: []byte{}},                     // empty, not null
 		{},                                    // null key and value
