@@ -79,7 +79,9 @@ func TestProducerBatchSentTwiceWrittenOnce(t *testing.T) {
 // records are in the log once; a plain Produce does not retry.
 func TestProducerRetriesLostAnswers(t *testing.T) {
 	c, _ := startCluster(t)
-	isProduce := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/records") && r.Method == http.MethodPost }
+	isProduce := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/records") && r.Method == http.MethodPost
+	}
 	drop := newAnswerDropper(t, c.URL, 2, isProduce)
 	cl, err := client.New(drop.srv.URL, client.WithRetry(fastRetry))
 	if err != nil {
@@ -136,7 +138,9 @@ func TestProducerRetriesLostAnswers(t *testing.T) {
 // it may have been.
 func TestProducerSettlesFailedBatches(t *testing.T) {
 	c, _ := startCluster(t)
-	isProduce := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/records") && r.Method == http.MethodPost }
+	isProduce := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/records") && r.Method == http.MethodPost
+	}
 	drop := newAnswerDropper(t, c.URL, 0, isProduce)
 	cl, err := client.New(drop.srv.URL, client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
 	if err != nil {
