@@ -172,6 +172,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.Delete("/v1/groups/{group}/members/{member}", g.handleLeaveGroup)
 	r.Post("/v1/groups/{group}/offsets", g.handleCommit)
 	r.Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
+	r.Get("/v1/groups/{group}/ws", g.handleGroupWebSocket)
 	if g.opts.Dashboard != nil {
 		r.Handle("/*", g.opts.Dashboard)
 	}

@@ -1,0 +1,254 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// A WebSocket group member: the connection is the member. The gateway joins
+// for it, polls its assignment while it has credit, heartbeats while it has
+// none, and leaves when the connection closes; a gateway that dies takes no
+// state with it (the member's session expires at the coordinator, or the
+// client reconnects anywhere with its instance_id and takes its member back).
+//
+// Server frames (text): {"assignment":[…],"member_epoch":N} at the start and
+// whenever either changes; {"records":[…],"cursor":"…"} within the credit;
+// {"committed":[…]} answering a commit; an error frame {"error":{…}} that
+// either answers a commit (the stream goes on) or ends the stream with close
+// status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"}.
+
+// wsGroupFrame is a client frame.
+type wsGroupFrame struct {
+	Credit int64  `json:"credit,omitempty"`
+	Commit string `json:"commit,omitempty"`
+}
+
+type wsAssignmentFrame struct {
+	Assignment  []api.TopicPartition `json:"assignment"`
+	MemberEpoch int32                `json:"member_epoch"`
+}
+
+type wsRecordsFrame struct {
+	Records []api.GroupRecord `json:"records"`
+	Cursor  string            `json:"cursor"`
+}
+
+type wsCommittedFrame struct {
+	Committed []api.PartitionOffset `json:"committed"`
+}
+
+// handleGroupWebSocket is GET /v1/groups/{group}/ws.
+func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
+	group := chi.URLParam(r, "group")
+	q := r.URL.Query()
+	req := api.JoinGroupRequest{InstanceID: q.Get("instance_id"), AutoOffsetReset: q.Get("auto_offset_reset"), Assignor: q.Get("assignor")}
+	for _, t := range strings.Split(q.Get("topics"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			req.Topics = append(req.Topics, t)
+		}
+	}
+	st, err := intParam(r, "session_timeout_ms", 0, 0, 5*60*1000)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	req.SessionTimeoutMs = st
+	credit, err := intParam(r, "credit", 0, 0, maxCredit)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	joinCtx, cancel := groupCtx(r)
+	joined, err := g.join(joinCtx, group, req, api.MemberKindWS)
+	cancel()
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		g.leaveDetached(group, joined.MemberID)
+		return // Accept wrote the HTTP error
+	}
+	conn.SetReadLimit(api.MaxCursorLen + 256)
+	m := &wsMember{g: g, conn: conn, group: group, id: joined.MemberID,
+		heartbeat: time.Duration(joined.HeartbeatIntervalMs) * time.Millisecond, more: make(chan struct{}, 1)}
+	m.credit.Store(credit)
+	ctx, cancelRun := context.WithCancel(r.Context())
+	defer cancelRun()
+	go m.readFrames(ctx, cancelRun)
+	err = m.run(ctx, joined.Assignment, joined.MemberEpoch)
+	// Leave first, so the partitions move at once and not after a session.
+	g.leaveDetached(group, joined.MemberID)
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		m.fail(ae)
+	case err != nil && ctx.Err() == nil:
+		m.fail(api.Classify(err))
+	default:
+		conn.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// leaveDetached removes a member on a context of its own (the request's may
+// be over), bounded to 5 s; a failure leaves the session to expire.
+func (g *Gateway) leaveDetached(group, member string) {
+	ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
+	defer cancel()
+	if err := g.leave(ctx, group, member); err != nil && !errors.Is(err, &api.Error{Code: api.CodeUnknownMemberID}) {
+		g.log.Debug("a WebSocket member did not leave cleanly; its session will expire", "group", group, "member", member, "err", err)
+	}
+}
+
+// wsMember is one WebSocket group member. Two goroutines: the handler's
+// (run: polls, heartbeats, writes records and assignment frames) and
+// readFrames (the only reader: credit, and commits, which it answers itself;
+// coder/websocket allows concurrent writes). readFrames ends with the
+// connection and cancels run's context.
+type wsMember struct {
+	g         *Gateway
+	conn      *websocket.Conn
+	group, id string
+	heartbeat time.Duration
+	credit    atomic.Int64
+	more      chan struct{} // cap 1: credit arrived
+}
+
+func (m *wsMember) readFrames(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	for {
+		typ, b, err := m.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		var f wsGroupFrame
+		if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil || f.Credit < 0 || f.Credit > maxCredit || (f.Credit == 0 && f.Commit == "") {
+			m.conn.Close(websocket.StatusPolicyViolation, `send {"credit":N} with 0 < N <= 2^40, or {"commit":"<cursor>"}`)
+			return
+		}
+		if f.Credit > 0 {
+			if m.credit.Add(f.Credit) > maxCredit {
+				m.credit.Store(maxCredit)
+			}
+			select {
+			case m.more <- struct{}{}:
+			default:
+			}
+		}
+		if f.Commit != "" {
+			m.commit(ctx, f.Commit)
+		}
+	}
+}
+
+// commit commits a cursor and answers with {"committed"} or an error frame.
+func (m *wsMember) commit(ctx context.Context, cursor string) {
+	cctx, cancel := context.WithTimeout(ctx, groupBudget)
+	defer cancel()
+	res, err := m.g.commit(cctx, m.group, api.CommitRequest{MemberID: m.id, Cursor: cursor})
+	var b []byte
+	if err != nil {
+		e := api.Classify(err)
+		b, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable()}})
+	} else {
+		b, _ = json.Marshal(wsCommittedFrame{Committed: res.Committed})
+	}
+	_ = m.write(ctx, b)
+}
+
+// run polls while there is credit and heartbeats while there is none,
+// sending an assignment frame whenever the assignment or epoch changes.
+func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, epoch int32) error {
+	if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+		return err
+	}
+	var cursor string
+	hb := time.NewTicker(max(m.heartbeat, 100*time.Millisecond))
+	defer hb.Stop()
+	for {
+		if m.credit.Load() <= 0 {
+			select {
+			case <-m.more:
+				continue
+			case <-hb.C:
+				hctx, cancel := context.WithTimeout(ctx, groupBudget)
+				res, err := onCoordinator(m.g, hctx, m.group, true, func(addr string) (api.HeartbeatResponse, error) {
+					return m.g.brokers.Heartbeat(hctx, addr, m.group, m.id)
+				})
+				cancel()
+				if err != nil {
+					return err
+				}
+				if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
+					assignment, epoch = res.Assignment, res.MemberEpoch
+					if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+						return err
+					}
+				}
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, wsPollWait+groupBudget)
+		res, err := m.g.groupPoll(pctx, m.group, m.id, pollParams{
+			maxRecords: int(min(m.credit.Load(), wsMaxFrameRecs)), maxBytes: defaultMaxBytes, wait: wsPollWait, cursor: cursor,
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
+			assignment, epoch = res.Assignment, res.MemberEpoch
+			if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+				return err
+			}
+		}
+		cursor = res.Cursor
+		if len(res.Records) == 0 {
+			continue
+		}
+		b, err := json.Marshal(wsRecordsFrame{Records: res.Records, Cursor: res.Cursor})
+		if err != nil {
+			return err
+		}
+		if err := m.write(ctx, b); err != nil {
+			return err
+		}
+		m.credit.Add(-int64(len(res.Records)))
+	}
+}
+
+func (m *wsMember) sendAssignment(ctx context.Context, a []api.TopicPartition, epoch int32) error {
+	if a == nil {
+		a = []api.TopicPartition{}
+	}
+	b, _ := json.Marshal(wsAssignmentFrame{Assignment: a, MemberEpoch: epoch})
+	return m.write(ctx, b)
+}
+
+func (m *wsMember) write(ctx context.Context, b []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	defer cancel()
+	return m.conn.Write(ctx, websocket.MessageText, b)
+}
+
+// fail sends the error frame and closes with 4000 + HTTP status.
+func (m *wsMember) fail(e *api.Error) {
+	(&wsStream{conn: m.conn}).fail(e)
+}
