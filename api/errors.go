@@ -65,6 +65,7 @@ const (
 	CodeGroupNotEmpty       Code = "GROUP_NOT_EMPTY"
 	CodeUnknownGroup        Code = "UNKNOWN_GROUP"
 	CodeNoOffset            Code = "NO_OFFSET_FOR_PARTITION"
+	CodeGroupMaxSize        Code = "GROUP_MAX_SIZE_REACHED"
 )
 
 var table = map[Code]Spec{
@@ -112,6 +113,7 @@ var table = map[Code]Spec{
 	CodeGroupNotEmpty:       {409, false, "the group has live members; the operation needs an empty group"},
 	CodeUnknownGroup:        {404, false, "the group does not exist"},
 	CodeNoOffset:            {409, false, "no committed offset for the partition and auto_offset_reset is none"},
+	CodeGroupMaxSize:        {409, false, "the group has as many members as it may hold"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

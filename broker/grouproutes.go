@@ -64,7 +64,7 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		var res api.JoinGroupResponse
 		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
-			return st.Join(group, id, p, meta, now), nil
+			return st.Join(group, id, p, meta, now)
 		}, func(st *offsets.State) error {
 			m, err := st.Member(group, id)
 			if err != nil {

@@ -13,6 +13,10 @@ const (
 	MinSessionTimeout     = time.Second
 	MaxSessionTimeout     = 5 * time.Minute
 	MaxTopicsPerMember    = 100
+	// DefaultMaxGroupMembers bounds a group (Kafka's group.max.size):
+	// every membership change rewrites the group's record, so its size is
+	// the cost of each change.
+	DefaultMaxGroupMembers = 1000
 )
 
 // HeartbeatInterval is what a member is told to keep to: a third of its
@@ -82,7 +86,7 @@ func ValidateJoin(req api.JoinGroupRequest, kind string, meta Metadata) (JoinPar
 // Join adds a member with id newID, or, for a known instance id, hands that
 // member (assignment and all) to newID and fences the old id. It returns the
 // records to append and the id of the joined member.
-func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.Time) []Record {
+func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.Time) ([]Record, error) {
 	g := s.groups[group]
 	if g == nil {
 		g = newGroup(group)
@@ -111,7 +115,10 @@ func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.
 			retarget(next, meta)
 		}
 		reconcile(next, m)
-		return []Record{groupRecord(next)}
+		return []Record{groupRecord(next)}, nil
+	}
+	if len(next.Members) >= s.maxMembers {
+		return nil, api.Errorf(api.CodeGroupMaxSize, "group %q has %d members, the most it may hold", group, len(next.Members))
 	}
 	if len(next.Members) == 0 {
 		next.Assignor = p.Assignor
@@ -125,7 +132,7 @@ func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.
 	next.Epoch++
 	retarget(next, meta)
 	reconcile(next, m)
-	return []Record{groupRecord(next)}
+	return []Record{groupRecord(next)}, nil
 }
 
 // reconcile moves m toward its target: partitions it should no longer hold

@@ -19,11 +19,17 @@ import (
 // the owner feeds those to Apply once they are in the log. They do change
 // what only memory holds (last-seen times, poll positions).
 type State struct {
-	groups map[string]*Group
+	groups     map[string]*Group
+	maxMembers int
 }
 
-// NewState returns an empty state.
-func NewState() *State { return &State{groups: map[string]*Group{}} }
+// NewState returns an empty state whose groups hold at most
+// DefaultMaxGroupMembers members.
+func NewState() *State { return &State{groups: map[string]*Group{}, maxMembers: DefaultMaxGroupMembers} }
+
+// SetMaxGroupMembers changes the bound on a group's members (n > 0); members
+// beyond it that a replay brings in stay, but no more join.
+func (s *State) SetMaxGroupMembers(n int) { s.maxMembers = n }
 
 // Group returns a group, or nil when it does not exist.
 func (s *State) Group(id string) *Group { return s.groups[id] }

@@ -53,7 +53,9 @@ func (h *harness) join(group string, req api.JoinGroupRequest) string {
 	}
 	h.ids++
 	id := fmt.Sprintf("m%d", h.ids)
-	h.apply(h.s.Join(group, id, p, h.metadata, h.now), nil)
+	if err := h.apply(h.s.Join(group, id, p, h.metadata, h.now)); err != nil {
+		h.t.Fatal(err)
+	}
 	return id
 }
 
@@ -440,5 +442,17 @@ func TestValidateJoin(t *testing.T) {
 				t.Fatalf("got %v, want %s", err, tc.code)
 			}
 		})
+	}
+}
+
+func TestGroupMaxSize(t *testing.T) {
+	h := newHarness(t, map[string]int32{"a": 1})
+	h.s.SetMaxGroupMembers(20)
+	for range 20 {
+		h.join("g", api.JoinGroupRequest{Topics: []string{"a"}, InstanceID: ""})
+	}
+	p, _ := ValidateJoin(api.JoinGroupRequest{Topics: []string{"a"}}, api.MemberKindHTTP, h.metadata)
+	if _, err := h.s.Join("g", "one-too-many", p, h.metadata, h.now); !errors.Is(err, &api.Error{Code: api.CodeGroupMaxSize}) {
+		t.Fatalf("join past the limit: %v", err)
 	}
 }
