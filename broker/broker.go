@@ -70,6 +70,9 @@ type Options struct {
 	// PeerAddresses overrides the registered address of other brokers when
 	// this one dials them (address translation, proxies). Default none.
 	PeerAddresses map[int32]string
+	// GroupLagInterval is how often the group coordinators here measure
+	// their groups' lag for the metrics. Default 10 s.
+	GroupLagInterval time.Duration
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -108,6 +111,9 @@ func (o *Options) validate() error {
 	if o.TierInterval == 0 {
 		o.TierInterval = 5 * time.Second
 	}
+	if o.GroupLagInterval == 0 {
+		o.GroupLagInterval = 10 * time.Second
+	}
 	if o.LeaderRebalanceInterval == 0 {
 		o.LeaderRebalanceInterval = 10 * time.Second
 	}
@@ -129,6 +135,7 @@ type Broker struct {
 	cold    *tier.ColdReader // nil without a bucket
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
+	lag     groupLagState    // their groups' lag as last measured, for the metrics
 
 	registered atomic.Bool
 	runCtx     context.Context // ends when Close begins
@@ -258,6 +265,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.goFunc(func() { b.sessionLoop(runCtx) })
 	b.goFunc(func() { b.groupLoop(runCtx) })
+	b.goFunc(func() { b.groupLagLoop(runCtx) })
 	// Ready means registered and holding metadata: then the controller can
 	// assign replicas here and gateways can route to it.
 	for !b.Ready() {
