@@ -43,6 +43,11 @@ type Log struct {
 	hwCh       chan struct{} // closed and replaced whenever hw or the log end moves
 	hwSaved    int64         // the HW last written to the checkpoint file
 	closed     bool
+	truncs     uint64 // TruncateTo and ResetTo calls: a clean spanning one is abandoned
+
+	// cleanMu serializes Clean. Order: cleanMu before mu. A clean holds it
+	// throughout and takes mu only briefly, to plan and to swap.
+	cleanMu sync.Mutex
 }
 
 // Open opens or creates the log in dir (relative to fsys), recovering it if the
@@ -81,7 +86,7 @@ type AppendInfo struct {
 // disk error the log refuses appends with STORAGE_ERROR until it is reopened.
 // When the flush policy asks for it, the data is fsynced before Append returns.
 func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
-	hs, err := validateBatches(buf)
+	hs, err := validateBatches(buf, false)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -116,9 +121,10 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 }
 
 // AppendReplica writes batches that already carry their offsets and epochs, as a
-// follower copies them from its leader. The first batch must start at the log end.
+// follower copies them from its leader. The first batch must start at or
+// after the log end (after it when the leader's log was compacted there).
 func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
-	hs, err := validateBatches(buf)
+	hs, err := validateBatches(buf, true)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -129,7 +135,9 @@ func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
 	}
 	next := l.endLocked()
 	for _, h := range hs {
-		if h.BaseOffset != next {
+		// Offsets only go up, but need not be dense: log compaction drops
+		// batches whose records all went, and a follower copies the gaps.
+		if h.BaseOffset < next {
 			return AppendInfo{}, api.Errorf(api.CodeCorruptRecord, "replica batch at offset %d, log ends at %d", h.BaseOffset, next)
 		}
 		next = h.NextOffset()
@@ -162,13 +170,19 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []api.BatchHeader) (AppendInfo, 
 }
 
 // validateBatches checks that buf is one or more whole, CRC-valid batches whose
-// record counts agree with their offset deltas.
-func validateBatches(buf []byte) ([]api.BatchHeader, error) {
+// record counts agree with their offset deltas. compacted allows what log
+// compaction leaves, as a follower copies it from a compacted leader: fewer
+// records than offsets, down to none.
+func validateBatches(buf []byte, compacted bool) ([]api.BatchHeader, error) {
 	if len(buf) == 0 {
 		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
 	}
 	var hs []api.BatchHeader
 	n, err := api.ScanBatches(buf, true, func(h api.BatchHeader, _ []byte) error {
+		if compacted && int64(h.RecordCount) <= int64(h.LastOffsetDelta)+1 {
+			hs = append(hs, h)
+			return nil
+		}
 		if h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1 {
 			return api.Errorf(api.CodeCorruptRecord, "batch has %d records but last offset delta %d", h.RecordCount, h.LastOffsetDelta)
 		}

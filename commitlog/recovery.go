@@ -18,6 +18,9 @@ import (
 // segments were fsynced when they were rolled, so only their indexes are
 // checked (and rebuilt when they do not match the log).
 func (l *Log) load() error {
+	if err := l.finishCleanSwaps(); err != nil {
+		return fmt.Errorf("%w: finishing an interrupted clean in %s: %v", api.ErrStorage, l.dir, err)
+	}
 	ents, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("%w: listing %s: %v", api.ErrStorage, l.dir, err)

@@ -196,7 +196,9 @@ func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(api.
 			return false, err
 		}
 		h, err := api.ParseBatchHeader(hbuf[:])
-		if err != nil || pos+int64(h.Size()) > fileSize || h.BaseOffset < s.next || (pos == 0 && h.BaseOffset != s.base) {
+		// Offsets only go up; gaps are what log compaction leaves (and what a
+		// follower copying a compacted log writes, even at a segment's start).
+		if err != nil || pos+int64(h.Size()) > fileSize || h.BaseOffset < s.next {
 			break
 		}
 		if cap(body) < h.Size() {

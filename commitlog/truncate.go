@@ -23,6 +23,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	if offset >= l.endLocked() {
 		return l.endLocked(), nil
 	}
+	l.truncs++
 	if offset < l.startLocked() {
 		offset = l.startLocked()
 	}
@@ -57,6 +58,9 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	if l.hw > end {
 		l.hw = end
 	}
+	if err := l.clampCleanerLocked(end); err != nil {
+		return 0, l.failLocked(err)
+	}
 	if l.epochs.truncateFrom(end) {
 		if err := l.saveEpochsLocked(); err != nil {
 			return 0, l.failLocked(err)
@@ -88,6 +92,7 @@ func (l *Log) ResetTo(offset int64) error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
+	l.truncs++
 	for _, s := range l.segments {
 		if err := s.remove(l.fs); err != nil {
 			return l.failLocked(err)
@@ -103,6 +108,9 @@ func (l *Log) ResetTo(offset int64) error {
 	l.producers = producerState{}
 	// A stale snapshot must not come back at the next open.
 	if err := l.fs.Remove(path.Join(l.dir, producerSnapshotFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return l.failLocked(err)
+	}
+	if err := l.removeCleanerCheckpointLocked(); err != nil {
 		return l.failLocked(err)
 	}
 	if err := l.saveEpochsLocked(); err != nil {

@@ -1,17 +1,24 @@
 // Package faultfs wraps a commitlog.FS so tests can make the next write or
-// fsync fail, and count fsyncs. Production code never uses it.
+// fsync fail, stop every change from some point on (a crash), and count
+// fsyncs. Production code never uses it.
 package faultfs
 
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"sync"
 
 	"github.com/sluice-io/sluice/commitlog"
 )
 
-// ErrInjected is the default error returned by injected faults.
-var ErrInjected = errors.New("faultfs: injected I/O error")
+// Errors of injected faults.
+var (
+	// ErrInjected is the default error returned by injected faults.
+	ErrInjected = errors.New("faultfs: injected I/O error")
+	// ErrCrashed is returned by every change after the crash point.
+	ErrCrashed = errors.New("faultfs: crashed")
+)
 
 // FS is a commitlog.FS that fails on demand.
 type FS struct {
@@ -21,10 +28,50 @@ type FS struct {
 	failWrite error      // returned by the next WriteAt, then cleared
 	failSync  error      // returned by the next Sync, then cleared
 	syncs     int
+	// crashIn counts down the changes still allowed before the crash point;
+	// negative when no crash is armed.
+	crashIn int
+	crashed bool
 }
 
 // New wraps inner.
-func New(inner commitlog.FS) *FS { return &FS{inner: inner} }
+func New(inner commitlog.FS) *FS { return &FS{inner: inner, crashIn: -1} }
+
+// CrashAfter lets n more changes through and fails every one after that with
+// ErrCrashed, as if the process had died there: what reached the files
+// stays, nothing more does. Changes are writes, truncations, fsyncs (of
+// files and directories), renames, removals, directory creations and opens
+// that create or truncate. Reads keep working, so a test can watch what the
+// crashed process would have served and then reopen the directory.
+func (f *FS) CrashAfter(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.crashIn, f.crashed = n, false
+}
+
+// Crashed reports whether the crash point was reached.
+func (f *FS) Crashed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.crashed
+}
+
+// change accounts for one change and returns ErrCrashed past the crash point.
+func (f *FS) change() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		return ErrCrashed
+	}
+	if f.crashIn == 0 {
+		f.crashed = true
+		return ErrCrashed
+	}
+	if f.crashIn > 0 {
+		f.crashIn--
+	}
+	return nil
+}
 
 // FailNextWrite makes the next WriteAt on any file return err (ErrInjected when nil)
 // after writing half of its bytes, as a disk that fills up mid-write would.
@@ -74,6 +121,11 @@ func (f *FS) takeSync() error {
 }
 
 func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (commitlog.File, error) {
+	if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
+		if err := f.change(); err != nil {
+			return nil, err
+		}
+	}
 	file, err := f.inner.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
@@ -81,14 +133,42 @@ func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (commitlog.File, 
 	return &faultFile{File: file, fs: f}, nil
 }
 
-func (f *FS) Remove(name string) error             { return f.inner.Remove(name) }
-func (f *FS) RemoveAll(name string) error          { return f.inner.RemoveAll(name) }
-func (f *FS) Rename(oldname, newname string) error { return f.inner.Rename(oldname, newname) }
+func (f *FS) Remove(name string) error {
+	if err := f.change(); err != nil {
+		return err
+	}
+	return f.inner.Remove(name)
+}
+
+func (f *FS) RemoveAll(name string) error {
+	if err := f.change(); err != nil {
+		return err
+	}
+	return f.inner.RemoveAll(name)
+}
+
+func (f *FS) Rename(oldname, newname string) error {
+	if err := f.change(); err != nil {
+		return err
+	}
+	return f.inner.Rename(oldname, newname)
+}
+
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return f.inner.ReadDir(name)
 }
-func (f *FS) MkdirAll(name string, perm fs.FileMode) error { return f.inner.MkdirAll(name, perm) }
+
+func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
+	if err := f.change(); err != nil {
+		return err
+	}
+	return f.inner.MkdirAll(name, perm)
+}
+
 func (f *FS) SyncDir(name string) error {
+	if err := f.change(); err != nil {
+		return err
+	}
 	if err := f.takeSync(); err != nil {
 		return err
 	}
@@ -101,6 +181,9 @@ type faultFile struct {
 }
 
 func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := ff.fs.change(); err != nil {
+		return 0, err
+	}
 	if err := ff.fs.takeWrite(); err != nil {
 		n, _ := ff.File.WriteAt(p[:len(p)/2], off)
 		return n, err
@@ -108,7 +191,17 @@ func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	return ff.File.WriteAt(p, off)
 }
 
+func (ff *faultFile) Truncate(size int64) error {
+	if err := ff.fs.change(); err != nil {
+		return err
+	}
+	return ff.File.Truncate(size)
+}
+
 func (ff *faultFile) Sync() error {
+	if err := ff.fs.change(); err != nil {
+		return err
+	}
 	if err := ff.fs.takeSync(); err != nil {
 		return err
 	}
