@@ -77,7 +77,8 @@ func runBench(ctx context.Context, args []string) error {
 	})
 	s3 := addS3Flags(fs)
 	cold := fs.Bool("cold", false, "consume: produce --records into a tiered topic and a plain one, wait until the tiered one is in the object store, then read both from offset 0 in alternating rounds (embedded cluster: objects in a temporary directory, or the --s3-* store)")
-	records := fs.Int("records", 300000, "consume --cold: records to write to each topic")
+	records := fs.Int("records", 300000, "consume --cold and --group: records to write to each topic")
+	group := fs.Bool("group", false, "consume: read the topic through a consumer group (members committing every poll) and with plain partition fetches, in alternating rounds; report the ratio and commit latency")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
 	fs.IntVar(&c.rounds, "rounds", 3, "produce: rounds, each running the baseline then sluice for --duration")
 	fs.BoolVar(&c.raw, "raw", false, "consume: read raw batches (/batches) instead of decoded JSON records")
@@ -124,6 +125,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if mode == "consume" && *cold {
 		return benchCold(ctx, c, *records)
+	}
+	if mode == "consume" && *group {
+		return benchGroup(ctx, c, *records)
 	}
 	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.connections, c.batch, c.size, c.duration, c.acks, c.rf)
 	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")

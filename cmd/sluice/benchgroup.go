@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// benchGroup compares consuming a topic through a consumer group (members
+// polling through the gateway and committing every poll) with plain
+// partition fetches of the same records, in alternating rounds, and reports
+// commit latency.
+func benchGroup(ctx context.Context, c benchConfig, records int) error {
+	if err := fillTopic(c, c.topic, records); err != nil {
+		return err
+	}
+	var t api.Topic
+	if err := getJSON(c.url+"/v1/topics/"+c.topic, &t); err != nil {
+		return err
+	}
+	var want int64
+	for _, p := range t.Partitions {
+		want += p.HighWatermark - p.LogStartOffset
+	}
+	members := min(c.connections, len(t.Partitions))
+	fmt.Printf("consume --group: %d records in %d partitions; %d members, each committing every poll, vs %d connections of plain fetches\n",
+		want, len(t.Partitions), members, c.connections)
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	var plains, groups []float64
+	var commits []time.Duration
+	for round := 0; round < c.rounds; round++ {
+		plain, err := benchConsume(ctx, c)
+		if err != nil {
+			return err
+		}
+		plain.print("partition")
+		plains = append(plains, plain.recordsPerSec)
+		res, lat, err := benchGroupRound(ctx, c, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), round), members, want)
+		if err != nil {
+			return err
+		}
+		res.print("group")
+		groups = append(groups, res.recordsPerSec)
+		commits = append(commits, lat...)
+	}
+	cr := benchResult{latencies: commits}
+	cr.finish()
+	fmt.Printf("commit latency over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
+	fmt.Printf("median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
+	return nil
+}
+
+// fillTopic produces records into topic (acks=all) unless it holds that many.
+func fillTopic(c benchConfig, topic string, records int) error {
+	var t api.Topic
+	if err := getJSON(c.url+"/v1/topics/"+topic, &t); err != nil {
+		return err
+	}
+	var have int64
+	for _, p := range t.Partitions {
+		have += p.HighWatermark
+	}
+	body := ndjsonBody(c.batch, c.size)
+	client := benchClient(c.connections)
+	defer client.CloseIdleConnections()
+	for n := int(have); n < records; n += c.batch {
+		resp, err := client.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("producing to %s: %d", topic, resp.StatusCode)
+		}
+	}
+	return nil
+}
+
+// benchGroupRound joins a fresh group with n members, waits until the
+// assignment settles, then has every member poll (max 10,000 records) and
+// commit each poll's cursor until the group has read want records.
+func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, want int64) (benchResult, []time.Duration, error) {
+	client := benchClient(n * 2)
+	defer client.CloseIdleConnections()
+	call := func(method, path string, in, out any) error {
+		var body io.Reader
+		if in != nil {
+			b, _ := json.Marshal(in)
+			body = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.url+path, body)
+		if err != nil {
+			return err
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		if out != nil {
+			return json.Unmarshal(b, out)
+		}
+		return nil
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		var j api.JoinGroupResponse
+		if err := call("POST", "/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.topic}}, &j); err != nil {
+			return benchResult{}, nil, err
+		}
+		ids[i] = j.MemberID
+	}
+	// Heartbeat until no member's assignment changes.
+	for settled := false; !settled; {
+		settled = true
+		for _, id := range ids {
+			var hb api.HeartbeatResponse
+			if err := call("POST", "/v1/groups/"+group+"/members/"+id+"/heartbeat", nil, &hb); err != nil {
+				return benchResult{}, nil, err
+			}
+			var again api.HeartbeatResponse
+			if err := call("POST", "/v1/groups/"+group+"/members/"+id+"/heartbeat", nil, &again); err != nil {
+				return benchResult{}, nil, err
+			}
+			if !slices.Equal(hb.Assignment, again.Assignment) || hb.MemberEpoch != again.MemberEpoch {
+				settled = false
+			}
+		}
+	}
+	var (
+		mu      sync.Mutex
+		res     benchResult
+		commits []time.Duration
+		got     atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make(chan error, n)
+	)
+	start := time.Now()
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for got.Load() < want && ctx.Err() == nil {
+				t0 := time.Now()
+				var pr api.GroupPollResponse
+				if err := call("GET", "/v1/groups/"+group+"/members/"+id+"/records?max_records=10000&max_bytes=4194304&max_wait_ms=200", nil, &pr); err != nil {
+					errs <- err
+					return
+				}
+				pollTime := time.Since(t0)
+				if len(pr.Records) == 0 {
+					continue
+				}
+				t1 := time.Now()
+				if err := call("POST", "/v1/groups/"+group+"/offsets", api.CommitRequest{MemberID: id, Cursor: pr.Cursor}, nil); err != nil {
+					errs <- err
+					return
+				}
+				ct := time.Since(t1)
+				var nbytes int64
+				for _, r := range pr.Records {
+					nbytes += int64(len(r.Value))
+				}
+				got.Add(int64(len(pr.Records)))
+				mu.Lock()
+				res.records += int64(len(pr.Records))
+				res.bytes += nbytes
+				res.requests++
+				res.latencies = append(res.latencies, pollTime)
+				commits = append(commits, ct)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.finish()
+	for _, id := range ids {
+		_ = call("DELETE", "/v1/groups/"+group+"/members/"+id, nil, nil)
+	}
+	select {
+	case err := <-errs:
+		return res, commits, err
+	default:
+	}
+	if res.records != want {
+		return res, commits, fmt.Errorf("the group read %d records, want %d (every record once)", res.records, want)
+	}
+	return res, commits, nil
+}
