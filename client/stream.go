@@ -61,7 +61,7 @@ type Stream struct {
 
 	// mu guards conn and closed against Close from another goroutine.
 	mu     sync.Mutex
-	conn   *wsConn
+	conn   *streamConn
 	closed bool
 }
 
@@ -98,8 +98,21 @@ func (c *Client) Stream(ctx context.Context, topic string, partition int32, opts
 	return s, nil
 }
 
+// streamConn is one connection of a Stream and the frames its reader
+// passed on: text frames in order, then at most one terminal error.
+type streamConn struct {
+	ws     *wsConn
+	frames chan wsFrame
+}
+
+// wsFrame is one text frame or the error that ended the connection.
+type wsFrame struct {
+	data []byte
+	err  error
+}
+
 // dial connects from the stream's position with a full buffer of credit.
-func (s *Stream) dial(ctx context.Context) (*wsConn, error) {
+func (s *Stream) dial(ctx context.Context) (*streamConn, error) {
 	from := s.opts.From
 	if s.next >= 0 {
 		from = At(s.next)
@@ -108,10 +121,37 @@ func (s *Stream) dial(ctx context.Context) (*wsConn, error) {
 	if s.opts.MaxBytes > 0 {
 		q.Set("max_bytes", strconv.FormatInt(s.opts.MaxBytes, 10))
 	}
+	ws, err := s.c.dialWS(ctx, partitionPath(s.topic, s.partition, "ws"), q, s.opts.ReadLimit)
+	if err != nil {
+		return nil, err
+	}
 	// Every frame holds at least one record, so Buffer frames is as many
 	// as the credit lets the server send; beyond a few hundred the reader
 	// may as well wait.
-	return s.c.dialWS(ctx, partitionPath(s.topic, s.partition, "ws"), q, s.opts.ReadLimit, min(s.opts.Buffer, 256))
+	sc := &streamConn{ws: ws, frames: make(chan wsFrame, min(s.opts.Buffer, 256))}
+	send := func(f wsFrame) bool {
+		select {
+		case sc.frames <- f:
+			return true
+		case <-ws.ctx.Done():
+			return false
+		}
+	}
+	// held is the error frame the server sends before closing; the reader
+	// goroutine alone touches it.
+	var held *Error
+	ws.start(func(b []byte) bool {
+		if isErrorFrame(b) {
+			if e, ok := errorFrame(b); ok {
+				held = e
+				return true // the close follows
+			}
+		}
+		return send(wsFrame{data: b})
+	}, func(err error) {
+		send(wsFrame{err: ws.closeError(err, held)})
+	})
+	return sc, nil
 }
 
 // Next returns the next records, in offset order, blocking until at least
@@ -135,14 +175,18 @@ func (s *Stream) Next(ctx context.Context) ([]api.FetchedRecord, error) {
 			continue
 		}
 		var f wsFrame
-		var ok bool
 		select {
-		case f, ok = <-conn.frames:
+		case f = <-conn.frames:
+		case <-conn.ws.done:
+			// The reader ended: Close ran, or the connection failed and
+			// its error is queued behind the frames already read.
+			select {
+			case f = <-conn.frames:
+			default:
+				f.err = ErrClosed
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		}
-		if !ok {
-			f.err = ErrClosed
 		}
 		if f.err != nil {
 			s.drop(conn)
@@ -170,17 +214,17 @@ func (s *Stream) Next(ctx context.Context) ([]api.FetchedRecord, error) {
 // half the buffer so a busy stream sends a credit message per few frames,
 // not per frame. A failed write is not reported here: the connection is
 // broken, and its reader reports that.
-func (s *Stream) grant(conn *wsConn, n int) {
+func (s *Stream) grant(conn *streamConn, n int) {
 	s.granted += n
 	if s.granted < max(1, s.opts.Buffer/2) {
 		return
 	}
-	_ = conn.write(api.Credit{Credit: int64(s.granted)})
+	_ = conn.ws.write(api.Credit{Credit: int64(s.granted)})
 	s.granted = 0
 }
 
 // current is the open connection, reconnecting if the last one failed.
-func (s *Stream) current(ctx context.Context) (*wsConn, error) {
+func (s *Stream) current(ctx context.Context) (*streamConn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -198,7 +242,7 @@ func (s *Stream) current(ctx context.Context) (*wsConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		conn.close()
+		conn.ws.close()
 		return nil, ErrClosed
 	}
 	s.conn, s.granted = conn, 0
@@ -206,13 +250,13 @@ func (s *Stream) current(ctx context.Context) (*wsConn, error) {
 }
 
 // drop closes a failed connection.
-func (s *Stream) drop(conn *wsConn) {
+func (s *Stream) drop(conn *streamConn) {
 	s.mu.Lock()
 	if s.conn == conn {
 		s.conn = nil
 	}
 	s.mu.Unlock()
-	conn.close()
+	conn.ws.close()
 }
 
 // fail handles a failed connection or dial: nil means reconnect (after a
@@ -249,7 +293,7 @@ func (s *Stream) Close() error {
 	s.conn = nil
 	s.mu.Unlock()
 	if conn != nil {
-		conn.close()
+		conn.ws.close()
 	}
 	return nil
 }

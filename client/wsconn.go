@@ -32,27 +32,19 @@ const (
 )
 
 // wsConn is one WebSocket connection with its reader goroutine. The reader
-// is the only goroutine that reads the connection: it is started by dialWS
-// and ended and waited for by close. Writes (credit, commits) come from the
-// owner's goroutines; the library serializes them.
+// is the only goroutine that reads the connection: start begins it, close
+// ends it and waits for it. Writes (credit, commits) come from the owner's
+// goroutines; the library serializes them.
 //
-// The reader does not read with the caller's context because the library
+// The reader does not read with a caller's context because the library
 // closes the connection when a Read's context ends: a consumer's short
 // timeout on Next must not cost it the stream.
 type wsConn struct {
-	conn *websocket.Conn
-	// frames carries text frames in order, then at most one terminal error;
-	// the reader closes it when it ends.
-	frames chan wsFrame
+	conn   *websocket.Conn
+	url    string
 	ctx    context.Context // the connection's life; ends at close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader has returned
-}
-
-// wsFrame is one text frame or the error that ended the connection.
-type wsFrame struct {
-	data []byte
-	err  error
 }
 
 // wsURL is the ws:// or wss:// URL of a path and query.
@@ -64,10 +56,11 @@ func (c *Client) wsURL(path string, q url.Values) string {
 	return "ws://" + strings.TrimPrefix(u, "http://")
 }
 
-// dialWS opens a WebSocket and starts its reader. ctx bounds the handshake
-// only. A refused handshake is the server's *Error (UNKNOWN_TOPIC, ...), as
-// for any request; a failure to connect is a *TransportError.
-func (c *Client) dialWS(ctx context.Context, path string, q url.Values, readLimit int64, queue int) (*wsConn, error) {
+// dialWS opens a WebSocket; the caller then calls start. ctx bounds the
+// handshake only. A refused handshake is the server's *Error
+// (UNKNOWN_TOPIC, ...), as for any request; a failure to connect is a
+// *TransportError.
+func (c *Client) dialWS(ctx context.Context, path string, q url.Values, readLimit int64) (*wsConn, error) {
 	u := c.wsURL(path, q)
 	// The connection outlives ctx: dial under a context of its own, which
 	// ctx ending before the handshake completes cancels.
@@ -96,58 +89,50 @@ func (c *Client) dialWS(ctx context.Context, path string, q url.Values, readLimi
 		readLimit = DefaultReadLimit
 	}
 	conn.SetReadLimit(readLimit)
-	w := &wsConn{conn: conn, frames: make(chan wsFrame, queue), ctx: lctx, cancel: cancel, done: make(chan struct{})}
-	go w.read(u)
-	return w, nil
+	return &wsConn{conn: conn, url: u, ctx: lctx, cancel: cancel, done: make(chan struct{})}, nil
 }
 
-// read is the reader goroutine: frames go to w.frames until the connection
-// ends. An error frame is held until the close that follows it, whose status
-// carries the error's HTTP status.
-func (w *wsConn) read(u string) {
-	defer close(w.done)
-	defer close(w.frames)
-	var held *Error
-	for {
-		typ, b, err := w.conn.Read(w.ctx)
-		if err != nil {
-			if w.ctx.Err() != nil {
-				return // closed by the owner: nobody is waiting for an error
+// start runs the reader goroutine: onFrame gets each text frame in order
+// (returning false stops the reader); onEnd gets the error that ended the
+// connection, once, unless the owner closed it. Both run on the reader
+// goroutine. start must be called exactly once, right after dialWS.
+func (w *wsConn) start(onFrame func(data []byte) bool, onEnd func(err error)) {
+	go func() {
+		defer close(w.done)
+		for {
+			typ, b, err := w.conn.Read(w.ctx)
+			if err != nil {
+				if w.ctx.Err() == nil {
+					onEnd(err)
+				}
+				return
 			}
-			w.deliver(wsFrame{err: closeError(u, err, held)})
-			return
-		}
-		if typ != websocket.MessageText {
-			w.conn.Close(websocket.StatusUnsupportedData, "text frames only")
-			w.deliver(wsFrame{err: &Error{Code: api.CodeInvalidRequest, Message: "the server sent a binary frame on a JSON stream"}})
-			return
-		}
-		if bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(`{"error"`)) {
-			if e, ok := errorFrame(b); ok {
-				held = e
-				continue // the close follows
+			if typ != websocket.MessageText {
+				w.conn.Close(websocket.StatusUnsupportedData, "text frames only")
+				onEnd(&Error{Code: api.CodeInvalidRequest, Message: "the server sent a binary frame on a JSON stream"})
+				return
+			}
+			if !onFrame(b) {
+				return
 			}
 		}
-		if !w.deliver(wsFrame{data: b}) {
-			return
-		}
-	}
+	}()
 }
 
-func (w *wsConn) deliver(f wsFrame) bool {
-	select {
-	case w.frames <- f:
-		return true
-	case <-w.ctx.Done():
-		return false
-	}
+// isErrorFrame says whether a text frame is the error envelope.
+func isErrorFrame(b []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(`{"error"`))
 }
 
 // closeError is why a connection ended: the error frame the server sent
-// before closing (with the close status's HTTP status), else the close
-// status itself (4000+status with the code as reason; 1008 or 1009 when the
-// server refused what this client sent), else a *TransportError.
-func closeError(u string, err error, held *Error) error {
+// before closing (held, given the close status's HTTP status), else the
+// close status itself (4000+status with the code as reason; 1008 or 1009
+// when the server refused what this client sent), else a *TransportError.
+func (w *wsConn) closeError(err error, held *Error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
 	var ce websocket.CloseError
 	isClose := errors.As(err, &ce)
 	if held != nil {
@@ -166,7 +151,7 @@ func closeError(u string, err error, held *Error) error {
 	case isClose && (ce.Code == websocket.StatusPolicyViolation || ce.Code == websocket.StatusMessageTooBig):
 		return &Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf("the server refused a message: %v", ce)}
 	}
-	return &TransportError{Method: http.MethodGet, URL: u, Sent: true, Err: err}
+	return &TransportError{Method: http.MethodGet, URL: w.url, Sent: true, Err: err}
 }
 
 // write sends one JSON text message (credit, a commit).
@@ -183,7 +168,8 @@ func (w *wsConn) write(v any) error {
 // close ends the connection with a normal closure, then ends the reader and
 // waits for it. Order: the close handshake first, so the server sees a
 // clean close rather than a dropped connection; then the context, which
-// frees a reader blocked on a full frames channel.
+// frees a reader blocked in its owner's onFrame (which must give up when
+// w.ctx ends).
 func (w *wsConn) close() {
 	_ = w.conn.Close(websocket.StatusNormalClosure, "")
 	w.cancel()
