@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/offsets"
 )
 
 // The tests in this file keep openapi.yaml (the single source of truth for the
@@ -60,6 +61,8 @@ type parameterDoc struct {
 }
 
 type schemaDoc struct {
+	Ref        string               `yaml:"$ref"`
+	AllOf      []schemaDoc          `yaml:"allOf"`
 	Enum       []string             `yaml:"enum"`
 	Required   []string             `yaml:"required"`
 	Properties map[string]yaml.Node `yaml:"properties"`
@@ -154,6 +157,32 @@ func (d *openAPIDoc) parameter(t *testing.T, op operationDoc, name string) param
 	}
 	t.Fatalf("openapi.yaml: the operation has no parameter %q", name)
 	return parameterDoc{}
+}
+
+// objectShape returns the property names and required list of an object
+// schema, merging its allOf members (each inline or a $ref to
+// components/schemas), as a Go struct embedding another is encoded.
+func (d *openAPIDoc) objectShape(t *testing.T, s schemaDoc) (props, required []string) {
+	t.Helper()
+	const prefix = "#/components/schemas/"
+	if s.Ref != "" {
+		name, ok := strings.CutPrefix(s.Ref, prefix)
+		res, found := d.Components.Schemas[name]
+		if !ok || !found {
+			t.Fatalf("openapi.yaml: schema $ref %q does not resolve", s.Ref)
+		}
+		s = res
+	}
+	for n := range s.Properties {
+		props = append(props, n)
+	}
+	required = append(required, s.Required...)
+	for _, sub := range s.AllOf {
+		p, r := d.objectShape(t, sub)
+		props = append(props, p...)
+		required = append(required, r...)
+	}
+	return props, required
 }
 
 // routerRoutes walks the gateway's router and returns "METHOD /pattern" for
@@ -372,6 +401,26 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.ErrorBody{}, "ErrorBody", true, nil},
 		{api.ErrorDetail{}, "ErrorDetail", true, nil},
 		{brokerapi.OffsetsResult{}, "Offsets", true, nil},
+		{api.TopicPartition{}, "TopicPartition", true, nil},
+		{api.JoinGroupRequest{}, "JoinGroupRequest", false, nil},
+		{api.JoinGroupResponse{}, "JoinGroupResponse", true, nil},
+		{api.GroupRecord{}, "GroupRecord", true, nil},
+		{api.GroupPollResponse{}, "GroupPollResponse", true, nil},
+		{api.HeartbeatResponse{}, "HeartbeatResponse", true, nil},
+		{api.PartitionOffset{}, "PartitionOffset", true, nil},
+		{api.CommitRequest{}, "CommitRequest", false, nil},
+		{api.CommitResponse{}, "CommitResponse", true, nil},
+		{api.ResetOffsetsRequest{}, "ResetOffsetsRequest", false, nil},
+		{api.GroupMember{}, "GroupMember", true, nil},
+		{api.GroupPartitionLag{}, "GroupPartitionLag", true, nil},
+		{api.GroupDescription{}, "GroupDescription", true, nil},
+		{api.GroupSummary{}, "GroupSummary", true, nil},
+		{api.GroupList{}, "GroupList", true, nil},
+		// The frames of a WebSocket group member.
+		{wsRecordsFrame{}, "GroupRecordsFrame", true, nil},
+		{wsAssignmentFrame{}, "HeartbeatResponse", true, nil},
+		{wsCommittedFrame{}, "CommitResponse", true, nil},
+		{wsGroupFrame{}, "GroupClientFrame", false, nil},
 	}
 	for _, tt := range tests {
 		typ := reflect.TypeOf(tt.v)
@@ -391,17 +440,14 @@ func TestOpenAPIWireShapes(t *testing.T) {
 					goRequired = append(goRequired, n)
 				}
 			}
-			var specFields []string
-			for n := range s.Properties {
-				specFields = append(specFields, n)
-			}
+			specFields, specRequired := doc.objectShape(t, s)
 			sort.Strings(goFields)
 			sort.Strings(specFields)
 			if !slices.Equal(goFields, specFields) {
 				t.Errorf("schema %s has properties %v; %s encodes %v", tt.schema, specFields, typ, goFields)
 			}
 			if tt.checkRequired {
-				req := slices.Clone(s.Required)
+				req := specRequired
 				sort.Strings(req)
 				sort.Strings(goRequired)
 				if !slices.Equal(req, goRequired) {
@@ -438,6 +484,8 @@ func TestOpenAPIParameterBounds(t *testing.T) {
 		records = "GET /v1/topics/{topic}/partitions/{partition}/records"
 		ws      = "GET /v1/topics/{topic}/partitions/{partition}/ws"
 		produce = "POST /v1/topics/{topic}/records"
+		poll    = "GET /v1/groups/{group}/members/{member}/records"
+		groupWS = "GET /v1/groups/{group}/ws"
 	)
 	tests := []struct {
 		op, name string
@@ -450,6 +498,11 @@ func TestOpenAPIParameterBounds(t *testing.T) {
 		{ws, "max_bytes", defaultMaxBytes, 1, maxMaxBytes},
 		{ws, "credit", 0, 0, maxCredit},
 		{produce, "timeout_ms", defaultProduceTimeout.Milliseconds(), 1, 300_000},
+		{poll, "max_records", defaultMaxRecords, 1, maxMaxRecords},
+		{poll, "max_bytes", defaultMaxBytes, 1, maxMaxBytes},
+		{poll, "max_wait_ms", 0, 0, maxWait.Milliseconds()},
+		{groupWS, "credit", 0, 0, maxCredit},
+		{groupWS, "session_timeout_ms", offsets.DefaultSessionTimeout.Milliseconds(), offsets.MinSessionTimeout.Milliseconds(), offsets.MaxSessionTimeout.Milliseconds()},
 	}
 	for _, tt := range tests {
 		p := doc.parameter(t, op(tt.op), tt.name)
