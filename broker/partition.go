@@ -287,37 +287,42 @@ func (p *Partition) checkLeader(requestedEpoch int32) error {
 // Produce appends raw batches as leader and waits for the acks asked for.
 // requestedEpoch (-1: none) fences a sender routing on stale metadata.
 func (p *Partition) Produce(ctx context.Context, batches []byte, acks Acks, requestedEpoch int32) (brokerapi.ProduceResult, error) {
-	p.mu.Lock()
-	if err := p.leaderLocked(); err != nil {
-		p.mu.Unlock()
-		return brokerapi.ProduceResult{}, err
-	}
-	if err := p.checkEpochLocked(requestedEpoch); err != nil {
-		p.mu.Unlock()
-		return brokerapi.ProduceResult{}, err
-	}
-	epoch := p.state.LeaderEpoch
-	if acks == AcksAll && p.progress.ISRSize() < p.cfg.MinInsyncReplicas {
-		isr := p.progress.ISR()
-		p.mu.Unlock()
-		return brokerapi.ProduceResult{}, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
-	}
-	info, err := p.log.Append(batches, epoch)
-	if err == nil {
-		p.advanceHWLocked()
-	}
-	p.mu.Unlock()
+	res, epoch, err := p.appendAsLeader(batches, acks, requestedEpoch)
 	if err != nil {
-		return brokerapi.ProduceResult{}, err
+		return res, err
 	}
-	res := brokerapi.ProduceResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset}
 	if acks == AcksAll {
-		if err := p.waitCommitted(ctx, epoch, info.LastOffset+1); err != nil {
+		if err := p.waitCommitted(ctx, epoch, res.LastOffset+1); err != nil {
 			return res, err
 		}
 	}
 	res.HighWatermark = p.log.Offsets().HighWatermark
 	return res, nil
+}
+
+// appendAsLeader is Produce without the wait: the leader and epoch checks,
+// min.insync.replicas for acks=all, and the append. It returns the epoch
+// the batches were written in, for waitCommitted.
+func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int32) (brokerapi.ProduceResult, int32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.leaderLocked(); err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
+	if err := p.checkEpochLocked(requestedEpoch); err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
+	epoch := p.state.LeaderEpoch
+	if acks == AcksAll && p.progress.ISRSize() < p.cfg.MinInsyncReplicas {
+		isr := p.progress.ISR()
+		return brokerapi.ProduceResult{}, 0, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
+	}
+	info, err := p.log.Append(batches, epoch)
+	if err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
+	p.advanceHWLocked()
+	return brokerapi.ProduceResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset}, epoch, nil
 }
 
 // waitCommitted blocks until the HW reaches end. It gives up, with an error
