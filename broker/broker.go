@@ -42,6 +42,10 @@ type Options struct {
 	// RetentionCheckInterval is how often retention runs. Default 5 minutes
 	// (Kafka's log.retention.check.interval.ms).
 	RetentionCheckInterval time.Duration
+	// CleanerInterval is how often the log cleaner looks at the partitions of
+	// compacted topics. Default 15 s (Kafka's log.cleaner.backoff.ms);
+	// negative turns the cleaner off.
+	CleanerInterval time.Duration
 	// MaxRequestBytes bounds a produce body. Default 64 MiB.
 	MaxRequestBytes int64
 	// ReplicaLagTimeMax: a follower that has not caught up for this long
@@ -92,6 +96,9 @@ func (o *Options) validate() error {
 	}
 	if o.RetentionCheckInterval == 0 {
 		o.RetentionCheckInterval = 5 * time.Minute
+	}
+	if o.CleanerInterval == 0 {
+		o.CleanerInterval = 15 * time.Second
 	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = 64 << 20
@@ -258,6 +265,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goFunc(func() { b.reconcileLoop(runCtx) })
 	b.goFunc(func() { b.ctl.run(runCtx) })
 	b.goFunc(func() { b.retentionLoop(runCtx) })
+	b.goFunc(func() { b.cleanerLoop(runCtx) })
 	b.goFunc(func() { b.isrLoop(runCtx) })
 	b.goFunc(func() { b.hwCheckpointLoop(runCtx) })
 	if b.opts.Bucket != nil {

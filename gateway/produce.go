@@ -77,6 +77,12 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, api.Errorf(api.CodeRecordTooLarge, "record %d is %d bytes; max.message.bytes is %d", i, n, cfg.MaxMessageBytes))
 			return
 		}
+		// As Kafka: compaction keeps one record per key, so a record without
+		// one has no place in a compacted topic.
+		if cfg.Compact && recs[i].key == nil {
+			api.WriteError(w, api.Errorf(api.CodeInvalidRecord, "record %d has no key; topic %q is compacted (cleanup.policy=compact)", i, topic))
+			return
+		}
 	}
 	if err := g.assignPartitions(topic, recs, tm.Partitions()); err != nil {
 		api.WriteError(w, err)
