@@ -58,7 +58,7 @@ const (
 // ProduceOptions tune a produce. The zero value is acks=all, the server's
 // partitioner and the server's 30 s timeout.
 type ProduceOptions struct {
-	// Acks default AcksAll.
+	// Acks default AcksAll ("-1" means the same).
 	Acks Acks
 	// Partition, when not nil, is where records without their own Partition go.
 	Partition *int32
@@ -71,7 +71,7 @@ type ProduceOptions struct {
 func (o ProduceOptions) query() (url.Values, error) {
 	q := url.Values{}
 	switch o.Acks {
-	case "", AcksAll:
+	case "", AcksAll, "-1": // -1 is Kafka's spelling of all; the server takes it too
 	case AcksLeader, AcksNone:
 		q.Set("acks", string(o.Acks))
 	default:

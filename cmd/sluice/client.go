@@ -2,48 +2,29 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/client"
 )
 
-// The command-line client speaks the public HTTP API only, like any other client.
+// The command-line client speaks the public HTTP API only, through the
+// client package, like any other Go program.
 
 func gatewayFlag(fs *flag.FlagSet) *string {
 	return fs.String("url", envOr("SLUICE_URL", "http://127.0.0.1:8080"), "gateway base URL (env SLUICE_URL)")
 }
 
-// call sends a request and decodes a JSON answer into out; error answers
-// become *api.Error.
-func call(ctx context.Context, method, u, ctype string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return api.ReadError(resp)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+// newClient is a client of the gateway at base; the caller closes it.
+func newClient(base string) (*client.Client, error) {
+	return client.New(base, client.WithUserAgent("sluice-cli/"+version))
 }
 
 func printJSON(v any) error {
@@ -75,13 +56,18 @@ func runTopics(ctx context.Context, args []string) error {
 	if sub != "list" && name == "" {
 		return fmt.Errorf("topics %s needs a topic name", sub)
 	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	switch sub {
 	case "list":
-		var tl api.TopicList
-		if err := call(ctx, "GET", *base+"/v1/topics", "", nil, &tl); err != nil {
+		topics, err := cl.ListTopics(ctx)
+		if err != nil {
 			return err
 		}
-		for _, t := range tl.Topics {
+		for _, t := range topics {
 			fmt.Printf("%s\tpartitions=%d\treplication_factor=%d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
 		}
 		return nil
@@ -94,20 +80,19 @@ func runTopics(ctx context.Context, args []string) error {
 			}
 			req.Configs[k] = v
 		}
-		b, _ := json.Marshal(req)
-		var t api.Topic
-		if err := call(ctx, "POST", *base+"/v1/topics", "application/json", b, &t); err != nil {
+		t, err := cl.CreateTopic(ctx, req)
+		if err != nil {
 			return err
 		}
 		return printJSON(t)
 	case "describe":
-		var t api.Topic
-		if err := call(ctx, "GET", *base+"/v1/topics/"+url.PathEscape(name), "", nil, &t); err != nil {
+		t, err := cl.GetTopic(ctx, name)
+		if err != nil {
 			return err
 		}
 		return printJSON(t)
 	case "delete":
-		return call(ctx, "DELETE", *base+"/v1/topics/"+url.PathEscape(name), "", nil, nil)
+		return cl.DeleteTopic(ctx, name)
 	}
 	return fmt.Errorf("unknown topics command %q", sub)
 }
@@ -129,31 +114,34 @@ func runProduce(ctx context.Context, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	opts := client.ProduceOptions{Acks: client.Acks(*acks)}
 	send := func(values []string) error {
-		var body bytes.Buffer
-		for _, v := range values {
-			rec := map[string]any{}
+		recs := make([]client.Record, len(values))
+		for i, v := range values {
 			if *key != "" {
-				rec["key"] = *key
+				recs[i].Key = []byte(*key)
 			}
 			if *asJSON {
 				if !json.Valid([]byte(v)) {
 					return fmt.Errorf("not JSON: %q", v)
 				}
-				rec["value"] = json.RawMessage(v)
+				recs[i].JSON = json.RawMessage(v)
 			} else {
-				rec["value"] = v
+				// A string value is stored as its JSON text, quotes
+				// included, and fetched back as the same string.
+				recs[i].JSON, _ = json.Marshal(v)
 			}
-			line, _ := json.Marshal(rec)
-			body.Write(line)
-			body.WriteByte('\n')
 		}
-		var pr api.ProduceResponse
-		u := fmt.Sprintf("%s/v1/topics/%s/records?acks=%s", *base, url.PathEscape(topic), url.QueryEscape(*acks))
-		if err := call(ctx, "POST", u, "application/x-ndjson", body.Bytes(), &pr); err != nil {
+		offsets, err := cl.Produce(ctx, topic, recs, opts)
+		if err != nil {
 			return err
 		}
-		for _, o := range pr.Offsets {
+		for _, o := range offsets {
 			fmt.Printf("%d/%d\n", o.Partition, o.Offset)
 		}
 		return nil
@@ -182,6 +170,9 @@ func runProduce(ctx context.Context, args []string) error {
 	return nil
 }
 
+// fetchWait is how long one --follow fetch waits for new records.
+const fetchWait = 10 * time.Second
+
 // runConsume is `sluice consume TOPIC`: prints one partition's records as
 // NDJSON from --offset; with --follow it keeps long-polling for new ones.
 func runConsume(ctx context.Context, args []string) error {
@@ -198,16 +189,20 @@ func runConsume(ctx context.Context, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var opts client.FetchOptions
+	if *follow {
+		opts.MaxWait = fetchWait
+	}
 	enc := json.NewEncoder(os.Stdout)
-	next, n := *offset, 0
+	from, n := client.Offset(*offset), 0
 	for ctx.Err() == nil {
-		wait := 0
-		if *follow {
-			wait = 10000
-		}
-		u := fmt.Sprintf("%s/v1/topics/%s/partitions/%d/records?offset=%s&max_wait_ms=%d", *base, url.PathEscape(topic), *partition, url.QueryEscape(next), wait)
-		var fr api.FetchResponse
-		if err := call(ctx, "GET", u, "", nil, &fr); err != nil {
+		fr, err := cl.Fetch(ctx, topic, int32(*partition), from, opts)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -221,7 +216,7 @@ func runConsume(ctx context.Context, args []string) error {
 				return nil
 			}
 		}
-		next = fmt.Sprint(fr.NextOffset)
+		from = client.At(fr.NextOffset)
 		if len(fr.Records) == 0 && !*follow {
 			return nil
 		}
