@@ -30,9 +30,10 @@ import (
 // bumps its epoch (POST /v1/producers with its id), which starts every
 // partition's sequences at 0 again, as Kafka's producers do (KIP-360).
 
-// ErrBatchAbandoned is returned by SendBatch for a batch the Producer gave
-// up when a later one was prepared: its sequences may belong to another
-// batch now, so sending it again could be mistaken for that one.
+// ErrBatchAbandoned is returned by SendBatch for a batch prepared before
+// the Producer's latest one: a failed batch's sequences may belong to
+// another batch now, so sending it again could be mistaken for that one,
+// and an acknowledged one may be older than the brokers remember.
 var ErrBatchAbandoned = errors.New("client: batch abandoned: a later batch was prepared")
 
 // Producer is an idempotent producer. It is safe for concurrent use, but it
@@ -55,6 +56,10 @@ type Producer struct {
 	sticky uint32
 	// pending is the last prepared batch until it is acknowledged or given up.
 	pending *Batch
+	// last is the last prepared batch, acknowledged or not: the only one
+	// that may be sent again once acknowledged (the brokers remember only
+	// a producer's last few batches).
+	last *Batch
 	// needBump: the sequences are unknown (a batch that may be written was
 	// given up, or the broker refused one as out of order); the next
 	// Prepare bumps the epoch first.
@@ -74,8 +79,8 @@ const (
 
 // Batch is a prepared produce request of a Producer: records with their
 // partitions and sequences fixed. Sending it again, any number of times, is
-// answered with the same offsets and writes the records once, as long as no
-// later batch was prepared in the meantime.
+// answered with the same offsets and writes the records once, until a later
+// batch is prepared.
 type Batch struct {
 	topic string
 	ident api.ProducerIdentity
@@ -232,7 +237,10 @@ func (p *Producer) Prepare(ctx context.Context, topic string, records []Record, 
 		p.rollbackLocked(b)
 		return nil, err
 	}
-	p.pending = b
+	if p.last != nil && p.last.state == batchAcked {
+		p.last.state = batchAbandoned
+	}
+	p.pending, p.last = b, b
 	return b, nil
 }
 
