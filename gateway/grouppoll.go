@@ -77,17 +77,31 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 		return api.GroupPollResponse{}, err
 	}
 	recs, next := g.readPartitions(ctx, positions, pp)
-	// Best effort: if the coordinator does not hear where this poll ended,
-	// the member's next poll without a cursor reads these records again.
-	_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
-		return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
-	})
+	if moved(positions, plan.Starts, next) {
+		// Best effort: if the coordinator does not hear where this poll
+		// ended, the member's next poll without a cursor reads these
+		// records again.
+		_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
+			return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
+		})
+	}
 	return api.GroupPollResponse{
 		Records:     recs,
 		Cursor:      api.Cursor{Epoch: plan.MemberEpoch, Positions: next}.Encode(),
 		MemberEpoch: plan.MemberEpoch,
 		Assignment:  plan.Assignment,
 	}, nil
+}
+
+// moved reports whether the coordinator must hear of the poll's end: some
+// position changed, or was resolved by a reset it does not know of.
+func moved(ps []position, starts []brokerapi.GroupStart, next []api.PartitionOffset) bool {
+	for i := range ps {
+		if starts[i].Offset != next[i].Offset {
+			return true
+		}
+	}
+	return false
 }
 
 // position is where a poll reads one partition.
