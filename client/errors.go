@@ -70,6 +70,7 @@ type TransportError struct {
 	Err  error
 }
 
+// Error says what was asked, whether it was sent, and what went wrong.
 func (e *TransportError) Error() string {
 	state := "not sent"
 	if e.Sent {

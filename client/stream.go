@@ -43,8 +43,8 @@ type StreamOptions struct {
 // in chunks of half the buffer, as it returns records. So a slow consumer is
 // never flooded and never loses anything.
 //
-// Next is not safe for concurrent use; Close may be called from any
-// goroutine. Each connection has one reader goroutine, owned by the Stream
+// Next, NextOffset and HighWatermark belong to one goroutine; Close may be
+// called from any goroutine. Each connection has one reader goroutine, owned by the Stream
 // and ended by Close.
 type Stream struct {
 	c         *Client
