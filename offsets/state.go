@@ -25,7 +25,9 @@ type State struct {
 
 // NewState returns an empty state whose groups hold at most
 // DefaultMaxGroupMembers members.
-func NewState() *State { return &State{groups: map[string]*Group{}, maxMembers: DefaultMaxGroupMembers} }
+func NewState() *State {
+	return &State{groups: map[string]*Group{}, maxMembers: DefaultMaxGroupMembers}
+}
 
 // SetMaxGroupMembers changes the bound on a group's members (n > 0); members
 // beyond it that a replay brings in stay, but no more join.
