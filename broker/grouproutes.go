@@ -127,7 +127,8 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment, Starts: make([]brokerapi.GroupStart, len(plan.Starts))}
+			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment,
+				Starts: make([]brokerapi.GroupStart, len(plan.Starts)), SessionTimeoutMs: plan.SessionTimeout.Milliseconds()}
 			for i, s := range plan.Starts {
 				res.Starts[i] = brokerapi.GroupStart{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Reset: s.Reset}
 			}
@@ -149,7 +150,7 @@ func (b *Broker) handleEndPoll(w http.ResponseWriter, r *http.Request) {
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		err := gc.read(r.Context(), func(st *offsets.State) error {
-			st.EndPoll(group, member, req.Positions)
+			st.EndPoll(group, member, req.Positions, time.Now())
 			return nil
 		})
 		if err == nil {

@@ -48,9 +48,10 @@ type GroupStart struct {
 
 // GroupPollPlan answers a poll start.
 type GroupPollPlan struct {
-	MemberEpoch int32                `json:"member_epoch"`
-	Assignment  []api.TopicPartition `json:"assignment"`
-	Starts      []GroupStart         `json:"starts"`
+	MemberEpoch      int32                `json:"member_epoch"`
+	Assignment       []api.TopicPartition `json:"assignment"`
+	Starts           []GroupStart         `json:"starts"`
+	SessionTimeoutMs int64                `json:"session_timeout_ms"`
 }
 
 // GroupPositions reports where a poll ended.

@@ -76,11 +76,16 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 	if err != nil {
 		return api.GroupPollResponse{}, err
 	}
+	// A poll never waits so long that the member's session runs out under it.
+	if half := time.Duration(plan.SessionTimeoutMs) * time.Millisecond / 2; half > 0 && pp.wait > half {
+		pp.wait = half
+	}
+	began := time.Now()
 	recs, next := g.readPartitions(ctx, positions, pp)
-	if moved(positions, plan.Starts, next) {
+	if moved(positions, plan.Starts, next) || time.Since(began) > time.Second {
 		// Best effort: if the coordinator does not hear where this poll
 		// ended, the member's next poll without a cursor reads these
-		// records again.
+		// records again. It also renews the session after a long wait.
 		_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
 			return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
 		})

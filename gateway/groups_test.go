@@ -215,3 +215,22 @@ func TestGroupErrors(t *testing.T) {
 		t.Fatalf("join as text/plain: %d, want 415", status)
 	}
 }
+
+// A long poll is cut to half the member's session, and renews it, so a
+// member that only ever long-polls an idle topic stays in the group.
+func TestGroupLongPollKeepsSession(t *testing.T) {
+	c := newCluster(t)
+	c.createTopic("idle", 1)
+	m := c.join("lp", api.JoinGroupRequest{Topics: []string{"idle"}, SessionTimeoutMs: 1500})
+	for range 4 {
+		res := c.poll("lp", m.MemberID, "max_wait_ms=30000")
+		if len(res.Records) != 0 {
+			t.Fatalf("records from an idle topic: %+v", res.Records)
+		}
+	}
+	var d api.GroupDescription
+	c.json("GET", "/v1/groups/lp", nil, &d)
+	if len(d.Members) != 1 {
+		t.Fatalf("the polling member left the group: %+v", d)
+	}
+}

@@ -268,6 +268,9 @@ type PollPlan struct {
 	MemberEpoch int32
 	Assignment  []api.TopicPartition
 	Starts      []Start
+	// SessionTimeout is the member's: a poll must not wait so long that
+	// the session runs out under it.
+	SessionTimeout time.Duration
 }
 
 // Plan returns where a poll by the member reads: per owned partition, the
@@ -278,7 +281,7 @@ func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 	if err != nil {
 		return PollPlan{}, err
 	}
-	plan := PollPlan{MemberEpoch: m.Epoch, Assignment: m.Assignment()}
+	plan := PollPlan{MemberEpoch: m.Epoch, Assignment: m.Assignment(), SessionTimeout: m.sessionTimeout()}
 	for _, tp := range plan.Assignment {
 		st := Start{TopicPartition: tp, Offset: -1, Reset: m.AutoOffsetReset}
 		if off, ok := previousPosition(m, cursor, tp); ok {
@@ -292,13 +295,14 @@ func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 }
 
 // EndPoll remembers where a poll ended, for the member's next poll without
-// a cursor. Memory only: a new coordinator starts from the committed offsets.
+// a cursor, and renews the session (the poll may have waited). Memory only: a new coordinator starts from the committed offsets.
 // Positions of partitions the member no longer owns are ignored.
-func (s *State) EndPoll(group, id string, positions []api.PartitionOffset) {
+func (s *State) EndPoll(group, id string, positions []api.PartitionOffset, now time.Time) {
 	_, m, err := s.member(group, id)
 	if err != nil {
 		return
 	}
+	m.LastSeen = now
 	for _, p := range positions {
 		tp := api.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		if m.grant(tp) < 0 {

@@ -335,7 +335,7 @@ func TestPollPositionsAndAutoCommit(t *testing.T) {
 	if plan.Starts[0].Offset != -1 || plan.Starts[0].Reset != "latest" {
 		t.Fatalf("first plan %+v, want a reset to latest", plan)
 	}
-	h.s.EndPoll("g", m, []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 10}})
+	h.s.EndPoll("g", m, []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 10}}, h.now)
 	// The next poll without a cursor reads on at 10 and auto-commits 10.
 	if err := h.apply(h.s.StartPoll("g", m, nil, h.metadata, h.now)); err != nil {
 		t.Fatal(err)
