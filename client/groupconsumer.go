@@ -55,6 +55,9 @@ type GroupConsumerOptions struct {
 type GroupBatch struct {
 	Records []api.GroupRecord
 	Cursor  string
+	// MemberEpoch is the member's epoch when the records were read: the
+	// epoch to commit explicit offsets of these records at.
+	MemberEpoch int32
 }
 
 // GroupConsumer is a consumer-group member over HTTP: Join, then Poll and
@@ -198,7 +201,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) (GroupBatch, error) {
 				g.cursor, g.epoch, g.assignment = res.Cursor, res.MemberEpoch, res.Assignment
 			}
 			g.mu.Unlock()
-			return GroupBatch{Records: res.Records, Cursor: res.Cursor}, nil
+			return GroupBatch{Records: res.Records, Cursor: res.Cursor, MemberEpoch: res.MemberEpoch}, nil
 		}
 		g.classify(member, err)
 		if !rejoined && g.opts.Rejoin && errors.Is(err, &api.Error{Code: api.CodeUnknownMemberID}) {
@@ -250,22 +253,25 @@ func (g *GroupConsumer) Commit(ctx context.Context, cursor string) ([]api.Partit
 	if len(c.Positions) == 0 {
 		return nil, nil
 	}
-	return g.commit(ctx, api.CommitRequest{Cursor: cursor}, false)
+	return g.commit(ctx, api.CommitRequest{Cursor: cursor})
 }
 
 // CommitOffsets commits explicit positions (for each partition, the offset
-// of the next record to read) at the member's current epoch. Errors and
-// retries as for Commit.
-func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets []api.PartitionOffset) ([]api.PartitionOffset, error) {
+// of the next record to read) at memberEpoch, the MemberEpoch of the batch
+// the records came from: the coordinator refuses it for a partition taken
+// away since, even if it came back. Errors and retries as for Commit.
+func (g *GroupConsumer) CommitOffsets(ctx context.Context, memberEpoch int32, offsets []api.PartitionOffset) ([]api.PartitionOffset, error) {
 	if len(offsets) == 0 {
 		return nil, nil
 	}
-	return g.commit(ctx, api.CommitRequest{Offsets: offsets}, true)
+	return g.commit(ctx, api.CommitRequest{MemberEpoch: memberEpoch, Offsets: offsets})
 }
 
-func (g *GroupConsumer) commit(ctx context.Context, req api.CommitRequest, atCurrentEpoch bool) ([]api.PartitionOffset, error) {
+// commit sends req as the member; a cursor commit leaves MemberEpoch 0, so
+// the coordinator checks the cursor's own epoch.
+func (g *GroupConsumer) commit(ctx context.Context, req api.CommitRequest) ([]api.PartitionOffset, error) {
 	g.mu.Lock()
-	member, epoch, closed, fatal, lost := g.member, g.epoch, g.closed, g.fatal, g.lost
+	member, closed, fatal, lost := g.member, g.closed, g.fatal, g.lost
 	g.mu.Unlock()
 	switch {
 	case closed:
@@ -278,9 +284,6 @@ func (g *GroupConsumer) commit(ctx context.Context, req api.CommitRequest, atCur
 		return nil, fmt.Errorf("client: group %q: Commit before Join", g.group)
 	}
 	req.MemberID = member
-	if atCurrentEpoch {
-		req.MemberEpoch = epoch
-	}
 	g.touch()
 	res, err := g.c.CommitOffsets(ctx, g.group, req)
 	if err != nil {

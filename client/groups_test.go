@@ -334,14 +334,17 @@ func TestGroupConsumerCommit(t *testing.T) {
 	if err != nil || len(offs) != 1 || offs[0].Offset != 20 {
 		t.Fatalf("commit: %v, %v", offs, err)
 	}
-	if _, err := g.CommitOffsets(ctx, []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 7}}); err != nil {
+	if b.MemberEpoch != 1 {
+		t.Fatalf("batch epoch %d", b.MemberEpoch)
+	}
+	if _, err := g.CommitOffsets(ctx, b.MemberEpoch, []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, commits := f.snapshot()
 	if len(commits) != 2 {
 		t.Fatalf("%d commits, want 2", len(commits))
 	}
-	// A cursor commit leaves the epoch to the cursor; explicit offsets carry the member's.
+	// A cursor commit leaves the epoch to the cursor; explicit offsets carry the batch's.
 	if c := commits[0]; c.MemberID != "m1" || c.MemberEpoch != 0 || c.Cursor != b.Cursor || len(c.Offsets) != 0 {
 		t.Fatalf("cursor commit %+v", c)
 	}

@@ -161,7 +161,8 @@ func (g *GroupWS) route(b []byte) bool {
 		g.assignment, g.epoch, g.assigned = *f.Assignment, f.MemberEpoch, true
 		g.signalLocked()
 	case f.Records != nil:
-		g.queue = append(g.queue, GroupBatch{Records: *f.Records, Cursor: f.Cursor})
+		// The server announces an epoch change before the records read in it.
+		g.queue = append(g.queue, GroupBatch{Records: *f.Records, Cursor: f.Cursor, MemberEpoch: g.epoch})
 		g.signalLocked()
 	}
 	return true

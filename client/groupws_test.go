@@ -93,7 +93,7 @@ func TestGroupWSFrames(t *testing.T) {
 		t.Fatalf("assignment %v epoch %d", a, epoch)
 	}
 	b, err := m.Next(ctx)
-	if err != nil || len(b.Records) != 2 || b.Cursor != cursor(2) {
+	if err != nil || len(b.Records) != 2 || b.Cursor != cursor(2) || b.MemberEpoch != 3 {
 		t.Fatalf("first batch %+v, %v", b, err)
 	}
 	if f := <-got; f.Credit != 2 {
