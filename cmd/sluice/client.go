@@ -186,6 +186,8 @@ func runConsume(ctx context.Context, args []string) error {
 	offset := fs.String("offset", "earliest", "earliest, latest or a number")
 	follow := fs.Bool("follow", false, "keep waiting for new records")
 	limit := fs.Int("limit", 0, "stop after this many records (0: no limit)")
+	group := fs.String("group", "", "consume as a member of this consumer group: the group's partitions of the topic (comma-separated topics allowed), from its committed offsets, committing what was printed")
+	instance := fs.String("instance-id", "", "with --group: a static member id (a restart takes the member's partitions back without a rebalance)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -194,6 +196,9 @@ func runConsume(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
+	if *group != "" {
+		return consumeGroup(ctx, cl, *group, strings.Split(topic, ","), *follow, *limit, *instance)
+	}
 	var opts client.FetchOptions
 	if *follow {
 		opts.MaxWait = fetchWait

@@ -26,7 +26,8 @@ func commands() []command {
 		{"gateway", "run a stateless public API gateway (ZooKeeper-coordinated)", runGateway},
 		{"topics", "list, create, describe or delete topics", runTopics},
 		{"produce", "produce records read from stdin (one per line) or given as arguments", runProduce},
-		{"consume", "print records of a partition as NDJSON", runConsume},
+		{"consume", "print records of a partition, or of a consumer group's share of a topic, as NDJSON", runConsume},
+		{"groups", "list, describe, reset or delete consumer groups", runGroups},
 		{"bench", "measure produce and consume throughput and latency through a gateway", runBench},
 		{"version", "print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
 	}
