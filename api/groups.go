@@ -72,6 +72,10 @@ type JoinGroupResponse struct {
 	MemberEpoch         int32            `json:"member_epoch"`
 	Assignment          []TopicPartition `json:"assignment"`
 	HeartbeatIntervalMs int64            `json:"heartbeat_interval_ms"`
+	// Cursor is for the first poll: it names no positions, so the poll
+	// reads from the committed offsets (or auto_offset_reset) and can be
+	// retried with the same cursor without skipping anything.
+	Cursor string `json:"cursor"`
 }
 
 // GroupRecord is one record in a group poll: a fetched record and where it is from.

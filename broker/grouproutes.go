@@ -71,7 +71,7 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			res = api.JoinGroupResponse{MemberID: id, MemberEpoch: m.Epoch, Assignment: m.Assignment(),
-				HeartbeatIntervalMs: offsets.HeartbeatInterval(m.SessionTimeoutMs)}
+				HeartbeatIntervalMs: offsets.HeartbeatInterval(m.SessionTimeoutMs), Cursor: api.Cursor{Epoch: m.Epoch}.Encode()}
 			return nil
 		})
 		if err == nil {
@@ -191,9 +191,12 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Offsets = append(req.Offsets, c.Positions...)
 	}
-	if len(req.Offsets) == 0 {
+	if len(req.Offsets) == 0 && req.Cursor == "" {
 		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "nothing to commit: give offsets or a cursor"))
 		return
+	}
+	if req.Offsets == nil {
+		req.Offsets = []api.PartitionOffset{} // a cursor of a member with no partitions: a heartbeat
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {

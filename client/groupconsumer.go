@@ -159,11 +159,14 @@ func (g *GroupConsumer) joinLocked(ctx context.Context) error {
 	}
 	g.member, g.epoch, g.assignment, g.lost = res.MemberID, res.MemberEpoch, res.Assignment, nil
 	g.interval = max(time.Duration(res.HeartbeatIntervalMs)*time.Millisecond, 100*time.Millisecond)
-	// The first poll sends a cursor without positions: it reads from the
-	// committed offsets, and so does a retry of it. Without a cursor, a
-	// retry after a lost answer would start where the coordinator
-	// remembered that answer ending, skipping its records.
-	g.cursor = api.Cursor{Epoch: res.MemberEpoch}.Encode()
+	// The first poll sends the join's cursor, which names no positions: it
+	// reads from the committed offsets, and so does a retry of it. Without
+	// a cursor, a retry after a lost answer would start where the
+	// coordinator remembered that answer ending, skipping its records.
+	g.cursor = res.Cursor
+	if g.cursor == "" {
+		g.cursor = api.Cursor{Epoch: res.MemberEpoch}.Encode()
+	}
 	if !g.hbStarted {
 		g.hbStarted = true
 		hctx, cancel := context.WithCancel(context.Background())

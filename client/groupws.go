@@ -91,6 +91,9 @@ type groupFrame struct {
 	MemberEpoch int32                  `json:"member_epoch"`
 	Committed   *[]api.PartitionOffset `json:"committed"`
 	Error       *api.ErrorDetail       `json:"error"`
+	// Commit names the commit message an answer is for; an error frame
+	// without it ends the stream.
+	Commit *string `json:"commit"`
 }
 
 // JoinGroupWS connects a WebSocket member to group and returns once the
@@ -152,8 +155,8 @@ func (g *GroupWS) route(b []byte) bool {
 	switch {
 	case f.Error != nil:
 		e := &Error{Code: f.Error.Code, Message: f.Error.Message, Retriable: f.Error.Retriable}
-		if !g.answerLocked(commitAnswer{err: e}) {
-			g.held = e
+		if f.Commit == nil || !g.answerLocked(commitAnswer{err: e}) {
+			g.held = e // the stream's end; the close that follows fails the waiters
 		}
 	case f.Committed != nil:
 		g.answerLocked(commitAnswer{committed: *f.Committed})

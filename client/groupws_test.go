@@ -68,9 +68,9 @@ func TestGroupWSFrames(t *testing.T) {
 			got <- f
 			switch {
 			case f.Commit == cursor(2):
-				send(map[string]any{"committed": []api.PartitionOffset{{Topic: "t", Offset: 2}}})
+				send(map[string]any{"committed": []api.PartitionOffset{{Topic: "t", Offset: 2}}, "commit": f.Commit})
 			case f.Commit != "":
-				send(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeFencedMemberEpoch, Message: "moved", Retriable: false}})
+				send(map[string]any{"error": api.ErrorDetail{Code: api.CodeFencedMemberEpoch, Message: "moved", Retriable: false}, "commit": f.Commit})
 			}
 		}
 		send(map[string]any{"assignment": []api.TopicPartition{}, "member_epoch": 4})

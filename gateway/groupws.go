@@ -24,9 +24,10 @@ import (
 //
 // Server frames (text): {"assignment":[…],"member_epoch":N} at the start and
 // whenever either changes; {"records":[…],"cursor":"…"} within the credit;
-// {"committed":[…]} answering a commit; an error frame {"error":{…}} that
-// either answers a commit (the stream goes on) or ends the stream with close
-// status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"}.
+// {"committed":[…],"commit":"<cursor>"} answering a commit; an error frame
+// {"error":{…},"commit":"<cursor>"} answering a commit that failed (the
+// stream goes on); an error frame without "commit" ends the stream with
+// close status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"}.
 
 // wsGroupFrame is a client frame.
 type wsGroupFrame struct {
@@ -44,8 +45,17 @@ type wsRecordsFrame struct {
 	Cursor  string            `json:"cursor"`
 }
 
+// wsCommittedFrame answers a commit message, naming the cursor it committed.
 type wsCommittedFrame struct {
 	Committed []api.PartitionOffset `json:"committed"`
+	Commit    string                `json:"commit"`
+}
+
+// wsCommitErrorFrame answers a commit message that failed; the stream goes
+// on. An error frame without "commit" ends the stream.
+type wsCommitErrorFrame struct {
+	Error  api.ErrorDetail `json:"error"`
+	Commit string          `json:"commit"`
 }
 
 // handleGroupWebSocket is GET /v1/groups/{group}/ws.
@@ -161,9 +171,9 @@ func (m *wsMember) commit(ctx context.Context, cursor string) {
 	var b []byte
 	if err != nil {
 		e := api.Classify(err)
-		b, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable()}})
+		b, _ = json.Marshal(wsCommitErrorFrame{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable()}, Commit: cursor})
 	} else {
-		b, _ = json.Marshal(wsCommittedFrame{Committed: res.Committed})
+		b, _ = json.Marshal(wsCommittedFrame{Committed: res.Committed, Commit: cursor})
 	}
 	_ = m.write(ctx, b)
 }

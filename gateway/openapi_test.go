@@ -419,7 +419,8 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		// The frames of a WebSocket group member.
 		{wsRecordsFrame{}, "GroupRecordsFrame", true, nil},
 		{wsAssignmentFrame{}, "HeartbeatResponse", true, nil},
-		{wsCommittedFrame{}, "CommitResponse", true, nil},
+		{wsCommittedFrame{}, "GroupCommittedFrame", true, nil},
+		{wsCommitErrorFrame{}, "GroupCommitErrorFrame", true, nil},
 		{wsGroupFrame{}, "GroupClientFrame", false, nil},
 	}
 	for _, tt := range tests {
