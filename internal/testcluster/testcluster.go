@@ -46,8 +46,10 @@ type Options struct {
 	Bucket       tier.Bucket
 	TierInterval time.Duration
 	OrphanGrace  time.Duration
-	// GroupLagInterval goes to every broker (zero: the broker default).
+	// GroupLagInterval and CleanerInterval go to every broker (zero: the
+	// broker defaults).
 	GroupLagInterval time.Duration
+	CleanerInterval  time.Duration
 }
 
 // Start starts a cluster and stops it when the test ends.
@@ -91,7 +93,7 @@ func (c *Cluster) StartBroker(id int) {
 		Coord: sess, Logger: c.log,
 		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
 		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
-		GroupLagInterval: c.opts.GroupLagInterval,
+		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
 	})
 	if err != nil {
 		c.t.Fatal(err)
