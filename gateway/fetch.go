@@ -122,8 +122,25 @@ func (g *Gateway) fetchFrom(ctx context.Context, topic string, p int32, fp broke
 	})
 }
 
+// maxEmptyReads bounds how many fetches one request makes past batches that
+// hold no record at or after its offset.
+const maxEmptyReads = 64
+
 // fetchRecords fetches and decodes up to maxRecords records from offset.
+// Batches that compaction emptied (or whose records all precede offset)
+// are read past, so an answer without records means the reader is at the
+// HW (or waited max_wait there), not that a gap stopped it.
 func (g *Gateway) fetchRecords(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
+	for i := 0; ; i++ {
+		res, err := g.fetchRecordsOnce(ctx, fp, offset)
+		if err != nil || len(res.Records) > 0 || res.NextOffset <= offset || res.NextOffset >= res.HighWatermark || i == maxEmptyReads {
+			return res, err
+		}
+		offset = res.NextOffset
+	}
+}
+
+func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
 	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: offset}
 	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
 		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,

@@ -56,11 +56,11 @@ type devProcess struct {
 
 var gatewayLine = regexp.MustCompile(`gateway (http://127\.0\.0\.1:\d+)`)
 
-// startDev starts `sluice dev` on a free loopback port over dataDir and waits
-// until it is ready. Its output goes to t.Log.
-func startDev(t *testing.T, dataDir string) *devProcess {
+// startDev starts `sluice dev` (with extra flags) on a free loopback port
+// over dataDir and waits until it is ready. Its output goes to t.Log.
+func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), "dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn")
+	cmd := exec.Command(sluiceBinary(t), append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn"}, extra...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

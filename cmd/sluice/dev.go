@@ -28,6 +28,7 @@ func runDev(ctx context.Context, args []string) error {
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 3), "brokers to run in the process (env SLUICE_BROKERS); topics get replication factor min(3, brokers) by default")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +69,8 @@ func runDev(ctx context.Context, args []string) error {
 			Coord:   store.Session(),
 			Logger:  log,
 			Bucket:  bucket,
+
+			CleanerInterval: *cleanerInterval,
 		})
 		if err != nil {
 			return err

@@ -85,6 +85,7 @@ func runBroker(ctx context.Context, args []string) error {
 	fs.Var(peers, "peer-address", "dial broker ID at this address instead of its registered one, ID=host:port (repeatable)")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	tierInterval := fs.Duration("tier-interval", envDuration("SLUICE_TIER_INTERVAL", 5*time.Second), "how often closed segments are copied to the object store (env SLUICE_TIER_INTERVAL)")
+	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	orphanGrace := fs.Duration("tier-orphan-grace", envDuration("SLUICE_TIER_ORPHAN_GRACE", 10*time.Minute), "objects no record names are deleted once this old; longer than any upload (env SLUICE_TIER_ORPHAN_GRACE)")
 	zk := addZKFlags(fs)
 	s3 := addS3Flags(fs)
@@ -112,7 +113,8 @@ func runBroker(ctx context.Context, args []string) error {
 		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data,
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
-		Bucket: bucket, // nil: local only
+		CleanerInterval: *cleanerInterval,
+		Bucket:          bucket, // nil: local only
 	})
 	if err != nil {
 		return err
