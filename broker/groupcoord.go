@@ -127,8 +127,10 @@ func (gc *groupCoordinator) loadLocked(epoch int32) error {
 		if err != nil {
 			return err
 		}
-		if len(raw) == 0 {
-			break
+		if len(raw) == 0 || next <= off {
+			// A replay that stops short would serve a state missing
+			// commits: refuse to serve instead, and try again later.
+			return api.Errorf(api.CodeCoordinatorLoading, "%s: the group log reads nothing at %d, below its end %d", gc.p, off, o.LogEnd)
 		}
 		if _, err := api.ScanBatches(raw, false, func(h api.BatchHeader, b []byte) error {
 			_, recs, err := api.DecodeBatch(b)
@@ -143,9 +145,6 @@ func (gc *groupCoordinator) loadLocked(epoch int32) error {
 			return nil
 		}); err != nil {
 			return api.Errorf(api.CodeCoordinatorLoading, "%s: replaying the group log: %v", gc.p, err)
-		}
-		if next <= off {
-			break
 		}
 		off = next
 	}
