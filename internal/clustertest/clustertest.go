@@ -1,8 +1,9 @@
 // Package clustertest runs a real multi-process Sluice cluster for fault
-// tests: N `sluice broker` processes and one `sluice gateway` over the shared
-// test ZooKeeper (each cluster under a chroot of its own), with a TCP proxy on
-// every broker→broker link and every broker→ZooKeeper link so that a test can
-// cut them, and process control (SIGKILL, restart, SIGSTOP/SIGCONT) by PID.
+// tests: N `sluice broker` processes and one `sluice gateway` (AddGateway
+// starts more) over the shared test ZooKeeper (each cluster under a chroot
+// of its own), with a TCP proxy on every broker→broker link and every
+// broker→ZooKeeper link so that a test can cut them, and process control
+// (SIGKILL, restart, SIGSTOP/SIGCONT) by PID.
 //
 // A History (history.go) records what concurrent producers were told and
 // checks it against what the partitions hold at the end; replicas.go compares
@@ -11,7 +12,9 @@
 // GatewayProxy that can drop answers); with Options.S3 the brokers tier to
 // the test S3 server, each through a proxy (Broker.S3Link) that can stall
 // in the middle of a chosen request, and tiered.go scrubs the
-// remote-segment records against the bucket.
+// remote-segment records against the bucket. groups.go runs consumer-group
+// members of the public API and records their calls; groupcheck.go holds
+// them against the topic and the group's records in __consumer_offsets.
 //
 // One seed drives every random choice of a test; it is printed at the start
 // and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_CLUSTERTEST_BIN
@@ -43,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/testsvc"
@@ -70,6 +74,10 @@ type Options struct {
 	// TierInterval is each broker's --tier-interval when S3 is set.
 	// Default 1 s.
 	TierInterval time.Duration
+	// OffsetsTopicPartitions is every gateway's --offsets-topic-partitions:
+	// the partition count of __consumer_offsets, which the first group
+	// request creates. Default 0: the gateway's own default.
+	OffsetsTopicPartitions int
 }
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
@@ -117,6 +125,7 @@ type Cluster struct {
 	start   time.Time
 	brokers map[int32]*Broker
 	gateway *process
+	more    []*process          // gateways AddGateway started
 	links   map[[2]int32]*Proxy // [from, to]
 	extra   []*Proxy            // other proxies (GatewayProxy), closed with the links
 	http    *http.Client
@@ -247,14 +256,31 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	gwAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[opts.Brokers]))
 	c.URL = "http://" + gwAddr
-	c.gateway = newProcess(t, "gw", bin, []string{"gateway", "--addr", gwAddr, "--zk", c.ZK,
-		"--zk-session-timeout", opts.SessionTimeout.String(), "--log-level", opts.LogLevel}, c.Logf)
+	c.gateway = newProcess(t, "gw", bin, c.gatewayArgs(gwAddr), c.Logf)
 	if err := c.gateway.start(); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor("the gateway to see every broker and a controller", 30*time.Second, func() (bool, string) {
-		ci, err := c.ClusterInfo()
-		if err != nil {
+	c.waitGateway(c.URL)
+	c.Logf("cluster up: %d brokers, gateway %s, zk %s", opts.Brokers, c.URL, c.ZK)
+	return c
+}
+
+func (c *Cluster) gatewayArgs(addr string) []string {
+	args := []string{"gateway", "--addr", addr, "--zk", c.ZK,
+		"--zk-session-timeout", c.opts.SessionTimeout.String(), "--log-level", c.opts.LogLevel}
+	if n := c.opts.OffsetsTopicPartitions; n > 0 {
+		args = append(args, "--offsets-topic-partitions", strconv.Itoa(n))
+	}
+	return args
+}
+
+// waitGateway waits until the gateway at url sees every broker and a
+// controller.
+func (c *Cluster) waitGateway(url string) {
+	c.T.Helper()
+	c.WaitFor("the gateway "+url+" to see every broker and a controller", 30*time.Second, func() (bool, string) {
+		var ci api.ClusterInfo
+		if err := c.getJSON(url+"/v1/cluster", &ci, 5*time.Second); err != nil {
 			return false, err.Error()
 		}
 		alive := 0
@@ -263,10 +289,24 @@ func Start(t testing.TB, opts Options) *Cluster {
 				alive++
 			}
 		}
-		return alive == opts.Brokers && ci.Controller > 0, fmt.Sprintf("%d alive, controller %d", alive, ci.Controller)
+		return alive == c.opts.Brokers && ci.Controller > 0, fmt.Sprintf("%d alive, controller %d", alive, ci.Controller)
 	})
-	c.Logf("cluster up: %d brokers, gateway %s, zk %s", opts.Brokers, c.URL, c.ZK)
-	return c
+}
+
+// AddGateway starts one more gateway (gateways hold no state: any of them
+// serves any request, group members included), waits until it sees every
+// broker and a controller, and returns its base URL. It is killed with the
+// rest of the cluster.
+func (c *Cluster) AddGateway() string {
+	c.T.Helper()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pickPorts(c.T, 1)[0]))
+	p := newProcess(c.T, fmt.Sprintf("gw%d", len(c.more)+2), Binary(c.T), c.gatewayArgs(addr), c.Logf)
+	c.more = append(c.more, p)
+	if err := p.start(); err != nil {
+		c.T.Fatal(err)
+	}
+	c.waitGateway("http://" + addr)
+	return "http://" + addr
 }
 
 // GatewayProxy returns a new proxy in front of the gateway, for a client
@@ -456,8 +496,11 @@ func (c *Cluster) Poll(timeout time.Duration, cond func() (ok bool, status strin
 // ---------------------------------------------------------------- teardown
 
 func (c *Cluster) killAll() {
-	if c.gateway != nil {
-		if err := c.gateway.kill(); err != nil {
+	for _, gw := range append([]*process{c.gateway}, c.more...) {
+		if gw == nil {
+			continue
+		}
+		if err := gw.kill(); err != nil {
 			c.T.Errorf("cleanup: %v", err)
 		}
 	}
@@ -535,6 +578,7 @@ func (c *Cluster) reportOnFailure() {
 	if c.gateway != nil {
 		procs = append(procs, c.gateway)
 	}
+	procs = append(procs, c.more...)
 	for _, p := range procs {
 		fmt.Fprintf(&sb, "---- last lines of %s (pid %d, running %v):\n", p.name, p.pid(), p.running())
 		for _, l := range p.lastLines() {

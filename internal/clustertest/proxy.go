@@ -49,8 +49,11 @@ type Proxy struct {
 	dropRand  *rand.Rand
 	dropped   int
 	// droppedAnswers holds the first bytes (up to 4 KiB) of each dropped
-	// answer, by the client's address (its end of the connection).
+	// answer, by the client's address (its end of the connection); with
+	// keepAnswers > 0, up to that many bytes read to the target's end of
+	// the connection (KeepDroppedAnswers).
 	droppedAnswers map[string]string
+	keepAnswers    int
 	// trigger is the armed CutOnRequest, nil when none is.
 	trigger *RequestCut
 	// relayed counts bytes written to the target [0] and to clients [1].
@@ -209,6 +212,19 @@ func (p *Proxy) Dropped() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dropped
+}
+
+// KeepDroppedAnswers makes the link keep whole answers it drops, up to
+// limit bytes each: instead of closing the connection at the answer's first
+// bytes, the proxy reads on until the target ends the connection (an HTTP
+// server does after answering a request with "Connection: close"), limit
+// bytes came, or 5 s passed, and only then closes both sides. For a
+// client that must learn exactly what it was not told (a poll's records).
+// 0 restores the default: the first read, up to 4 KiB.
+func (p *Proxy) KeepDroppedAnswers(limit int) {
+	p.mu.Lock()
+	p.keepAnswers = limit
+	p.mu.Unlock()
 }
 
 // TakeDroppedAnswer returns and forgets the first bytes (one read, up to
@@ -403,11 +419,18 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 			}
 			if !toTarget && pp.dropResponse {
 				p.mu.Lock()
+				keep := p.keepAnswers
+				p.mu.Unlock()
+				answer := buf[:min(n, 4096)]
+				if keep > 0 {
+					answer = readRest(src, buf[:min(n, keep)], keep)
+				}
+				p.mu.Lock()
 				p.dropped++
 				if p.droppedAnswers == nil {
 					p.droppedAnswers = map[string]string{}
 				}
-				p.droppedAnswers[pp.client.RemoteAddr().String()] = string(buf[:min(n, 4096)])
+				p.droppedAnswers[pp.client.RemoteAddr().String()] = string(answer)
 				p.mu.Unlock()
 				return // the answer is lost; the deferred close ends both sides
 			}
@@ -438,4 +461,20 @@ func (p *Proxy) relay(pp *pipe, dst, src net.Conn, toTarget bool) {
 			return // EOF, reset or closed: the pipe ends either way
 		}
 	}
+}
+
+// readRest appends what src sends after first until it ends the
+// connection, limit bytes are in hand, or 5 s pass.
+func readRest(src net.Conn, first []byte, limit int) []byte {
+	out := append([]byte(nil), first...)
+	_ = src.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 32<<10)
+	for len(out) < limit {
+		n, err := src.Read(buf)
+		out = append(out, buf[:min(n, limit-len(out))]...)
+		if err != nil {
+			break
+		}
+	}
+	return out
 }
