@@ -231,6 +231,14 @@ var lz4Decompressors = sync.Pool{New: func() any {
 // decoded records alias it, so it cannot come from a pool), refusing output over
 // MaxUncompressedBatchSize.
 func decompress(src []byte, c Compression) ([]byte, error) {
+	return decompressInto(nil, src, c)
+}
+
+// decompressInto is decompress writing into buf's memory when it is large
+// enough (a caller that only looks at the records passes a pooled buffer), and
+// into a new buffer otherwise. The result starts at buf[0]; buf's contents are
+// lost either way.
+func decompressInto(buf, src []byte, c Compression) ([]byte, error) {
 	switch c {
 	case CompressionGzip:
 		d := gzipDecompressors.Get().(*gzipDecompressor)
@@ -240,22 +248,22 @@ func decompress(src []byte, c Compression) ([]byte, error) {
 		if err := d.r.Reset(&d.src); err != nil {
 			return nil, err
 		}
-		return readCapped(&d.r, gzipSizeHint(src))
+		return readCapped(buf, &d.r, gzipSizeHint(src))
 	case CompressionLZ4:
 		d := lz4Decompressors.Get().(*lz4Decompressor)
 		defer lz4Decompressors.Put(d)
 		d.src.Reset(src)
 		defer d.src.Reset(nil)
 		d.r.Reset(&d.src)
-		return readCapped(d.r, 4*len(src))
+		return readCapped(buf, d.r, 4*len(src))
 	case CompressionSnappy:
-		return decodeSnappy(src)
+		return decodeSnappy(buf, src)
 	case CompressionZstd:
 		dec, err := zstdDecoder()
 		if err != nil {
 			return nil, err
 		}
-		return dec.DecodeAll(src, nil)
+		return dec.DecodeAll(src, buf[:0])
 	}
 	return nil, fmt.Errorf("unknown compression codec %d", int8(c))
 }
@@ -276,12 +284,16 @@ func gzipSizeHint(src []byte) int {
 	return int(min(isize, int64(len(src))*maxDeflateRatio, MaxUncompressedBatchSize))
 }
 
-// readCapped reads r to EOF into a new buffer of initial capacity hint and fails
-// with errTooLarge once the output passes MaxUncompressedBatchSize. Unlike
-// io.ReadAll, it never asks r for more than one byte past the limit, so a
-// decompression bomb costs at most the limit in memory.
-func readCapped(r io.Reader, hint int) ([]byte, error) {
-	buf := make([]byte, 0, max(512, min(hint, MaxUncompressedBatchSize+1)))
+// readCapped reads r to EOF into buf[:0] (or a new buffer of initial capacity
+// hint when buf is smaller) and fails with errTooLarge once the output passes
+// MaxUncompressedBatchSize. Unlike io.ReadAll, it never asks r for more than
+// one byte past the limit, so a decompression bomb costs at most the limit in
+// memory.
+func readCapped(buf []byte, r io.Reader, hint int) ([]byte, error) {
+	if want := max(512, min(hint, MaxUncompressedBatchSize+1)); cap(buf) < want {
+		buf = make([]byte, 0, want)
+	}
+	buf = buf[:0]
 	for {
 		if len(buf) > MaxUncompressedBatchSize {
 			return nil, errTooLarge
@@ -317,9 +329,9 @@ var errXerial = errors.New("malformed xerial snappy framing")
 // decodeSnappy decodes either a plain snappy block or a xerial-framed stream. A
 // plain block cannot be mistaken for the xerial magic: as a block it would open
 // with a copy before any literal, which is invalid.
-func decodeSnappy(src []byte) ([]byte, error) {
+func decodeSnappy(buf, src []byte) ([]byte, error) {
 	if bytes.HasPrefix(src, xerialMagic) {
-		return decodeXerial(src)
+		return decodeXerial(buf, src)
 	}
 	n, err := s2.DecodedLen(src)
 	if err != nil {
@@ -328,13 +340,22 @@ func decodeSnappy(src []byte) ([]byte, error) {
 	if n > MaxUncompressedBatchSize {
 		return nil, errTooLarge
 	}
-	return s2.Decode(make([]byte, n), src)
+	return s2.Decode(sized(buf, n), src)
+}
+
+// sized returns buf resliced to n bytes when it has the room, else a new
+// slice of n bytes.
+func sized(buf []byte, n int) []byte {
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	return make([]byte, n)
 }
 
 // decodeXerial decodes a xerial-framed snappy stream. It walks the block lengths
 // first and sums the sizes the blocks declare, so the output is allocated once and
 // only after the total is known to be under the cap.
-func decodeXerial(src []byte) ([]byte, error) {
+func decodeXerial(buf, src []byte) ([]byte, error) {
 	if len(src) < xerialHeaderSize {
 		return nil, errXerial
 	}
@@ -354,7 +375,7 @@ func decodeXerial(src []byte) ([]byte, error) {
 		}
 		rest = next
 	}
-	out := make([]byte, total)
+	out := sized(buf, total)
 	at := 0
 	for len(src) > 0 {
 		block, next, _ := nextXerialBlock(src) // validated by the first pass

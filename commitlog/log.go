@@ -80,8 +80,8 @@ type AppendInfo struct {
 	Duplicate bool
 }
 
-// Append validates whole RecordBatch v2 batches in buf (CRC, layout, offset
-// deltas), stamps each with its base offset and leaderEpoch in place, and writes
+// Append validates whole RecordBatch v2 batches in buf (CRC, layout, and the
+// records inside: see api.ValidateBatch with ProducedBatch), stamps each with its base offset and leaderEpoch in place, and writes
 // them at the end of the log. It either writes all batches or none. After a
 // disk error the log refuses appends with STORAGE_ERROR until it is reopened.
 // When the flush policy asks for it, the data is fsynced before Append returns.
@@ -169,22 +169,24 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []api.BatchHeader) (AppendInfo, 
 	return info, l.afterAppendLocked(info.Records)
 }
 
-// validateBatches checks that buf is one or more whole, CRC-valid batches whose
-// record counts agree with their offset deltas. compacted allows what log
-// compaction leaves, as a follower copies it from a compacted leader: fewer
-// records than offsets, down to none.
+// validateBatches checks that buf is one or more whole batches that pass
+// api.ValidateBatch: CRC, layout, and every record inside (decompressed if
+// need be), so that no batch in the log can stall a reader. compacted allows
+// what log compaction leaves, as a follower copies it from a compacted
+// leader: fewer records than offsets, down to none.
 func validateBatches(buf []byte, compacted bool) ([]api.BatchHeader, error) {
 	if len(buf) == 0 {
 		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
 	}
+	src := api.ProducedBatch
+	if compacted {
+		src = api.ReplicatedBatch
+	}
 	var hs []api.BatchHeader
-	n, err := api.ScanBatches(buf, true, func(h api.BatchHeader, _ []byte) error {
-		if compacted && int64(h.RecordCount) <= int64(h.LastOffsetDelta)+1 {
-			hs = append(hs, h)
-			return nil
-		}
-		if h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1 {
-			return api.Errorf(api.CodeCorruptRecord, "batch has %d records but last offset delta %d", h.RecordCount, h.LastOffsetDelta)
+	n, err := api.ScanBatches(buf, false, func(_ api.BatchHeader, batch []byte) error {
+		h, err := api.ValidateBatch(batch, src)
+		if err != nil {
+			return err
 		}
 		hs = append(hs, h)
 		return nil
