@@ -19,7 +19,7 @@ import (
 
 // Consumer groups of the public API under faults. A GroupMember is one HTTP
 // member driven by the test: it joins through a gateway of its own, then
-// loops poll (passing its last cursor) → process (the records go into the
+// loops poll (passing its last cursor, at first the join's) → process (the records go into the
 // GroupHistory) → commit that cursor → poll again, and joins again when the
 // group no longer knows it. A test can hold a member before a chosen step
 // (the member is a client: holding its loop is what SIGSTOP does to a
@@ -486,7 +486,9 @@ func (m *GroupMember) join() {
 		m.backoff()
 		return
 	}
-	m.id, m.epoch, m.cursor = res.MemberID, res.MemberEpoch, ""
+	// The join's cursor names no positions: the first poll reads from the
+	// committed offsets, and reads the same again if its answer is lost.
+	m.id, m.epoch, m.cursor = res.MemberID, res.MemberEpoch, res.Cursor
 	m.mu.Lock()
 	m.current = res.MemberID
 	m.mu.Unlock()
@@ -536,6 +538,7 @@ func (mc *MemberClient) Join(base string, req api.JoinGroupRequest) (*GroupCall,
 	mc.h.sessions[mc.Name] = time.Duration(req.SessionTimeoutMs) * time.Millisecond
 	mc.h.mu.Unlock()
 	gc := &GroupCall{Member: mc.Name, Kind: CallJoin, Gateway: base}
+	defer mc.h.end(gc)
 	var res api.JoinGroupResponse
 	mc.call(gc, http.MethodPost, "/members", req, &res)
 	if gc.OK {
@@ -547,6 +550,7 @@ func (mc *MemberClient) Join(base string, req api.JoinGroupRequest) (*GroupCall,
 // Poll is GET .../members/{id}/records with the cursor ("": none).
 func (mc *MemberClient) Poll(base, id, cursor string, maxRecords int, maxWait time.Duration) *GroupCall {
 	gc := &GroupCall{Member: mc.Name, MemberID: id, Kind: CallPoll, Gateway: base, Cursor: cursor}
+	defer mc.h.end(gc)
 	q := fmt.Sprintf("?max_records=%d&max_wait_ms=%d", maxRecords, maxWait.Milliseconds())
 	if cursor != "" {
 		q += "&cursor=" + url.QueryEscape(cursor)
@@ -563,6 +567,7 @@ func (mc *MemberClient) Poll(base, id, cursor string, maxRecords int, maxWait ti
 // Commit is POST /v1/groups/{group}/offsets with a poll's cursor and epoch.
 func (mc *MemberClient) Commit(base, id string, epoch int32, cursor string) *GroupCall {
 	gc := &GroupCall{Member: mc.Name, MemberID: id, Kind: CallCommit, Gateway: base, Cursor: cursor, Epoch: epoch}
+	defer mc.h.end(gc)
 	if cur, err := api.DecodeCursor(cursor); err == nil {
 		gc.Offsets = cur.Positions
 		sortOffsets(gc.Offsets)
@@ -574,18 +579,18 @@ func (mc *MemberClient) Commit(base, id string, epoch int32, cursor string) *Gro
 // Leave is DELETE .../members/{id}.
 func (mc *MemberClient) Leave(base, id string) *GroupCall {
 	gc := &GroupCall{Member: mc.Name, MemberID: id, Kind: CallLeave, Gateway: base}
+	defer mc.h.end(gc)
 	mc.call(gc, http.MethodDelete, "/members/"+id, nil, nil)
 	return gc
 }
 
-// call sends one request under /v1/groups/{group} and records it.
+// call sends one request under /v1/groups/{group}. The caller fills in
+// the answer and then records the call (GroupHistory.end), so that readers
+// of the history never see a call half filled.
 func (mc *MemberClient) call(gc *GroupCall, method, path string, body, out any) {
 	mc.h.begin(gc)
 	gc.Start = time.Now()
-	defer func() {
-		gc.End = time.Now()
-		mc.h.end(gc)
-	}()
+	defer func() { gc.End = time.Now() }()
 	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { gc.Conn = ci.Conn.LocalAddr().String() }}
 	gc.Status, gc.Code, gc.Err = doJSON(httptrace.WithClientTrace(context.Background(), trace), mc.http, method, gc.Gateway+"/v1/groups/"+mc.h.Group+path, body, out)
 	gc.OK = gc.Status/100 == 2
