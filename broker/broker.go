@@ -141,6 +141,7 @@ type Broker struct {
 	peers   *brokerapi.Client
 	cold    *tier.ColdReader // nil without a bucket
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
+	recKick chan struct{}    // cap 1: reconcile now (a fence generation became live)
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
 
@@ -187,6 +188,7 @@ func New(opts Options) (*Broker, error) {
 		b.cold = tier.NewColdReader(opts.Bucket, co)
 	}
 	b.isrKick = make(chan struct{}, 1)
+	b.recKick = make(chan struct{}, 1)
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
 		alive: func(id int32) bool {
@@ -334,7 +336,9 @@ func (b *Broker) registerLoop(ctx context.Context) {
 	}
 }
 
-// reconcileLoop applies every new metadata snapshot to the local partitions.
+// reconcileLoop applies every new metadata snapshot to the local partitions,
+// and applies the current one again when the session loop asks (after a
+// fence generation became live). It is the only caller of manager.reconcile.
 func (b *Broker) reconcileLoop(ctx context.Context) {
 	changed := b.view.Subscribe()
 	select {
@@ -343,12 +347,24 @@ func (b *Broker) reconcileLoop(ctx context.Context) {
 		return
 	}
 	for {
-		b.parts.reconcile(b.view.Current())
+		// The generation first: a fence that comes after it makes this
+		// snapshot too old to lift it, whenever the snapshot was taken.
+		gen := b.parts.liveGeneration()
+		b.parts.reconcile(b.view.Current(), gen)
 		select {
 		case <-changed:
+		case <-b.recKick:
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// kickReconcile asks the reconcile loop for a pass over the current snapshot.
+func (b *Broker) kickReconcile() {
+	select {
+	case b.recKick <- struct{}{}:
+	default:
 	}
 }
 

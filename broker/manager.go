@@ -25,15 +25,30 @@ type topicPartition struct {
 
 // manager owns this broker's partitions: it opens, re-roles and deletes them
 // to match the cluster metadata. Only the broker's reconcile goroutine calls
-// reconcile; handlers look partitions up concurrently.
+// reconcile (reconcileMu makes that a guarantee); handlers look partitions up
+// concurrently.
+//
+// Fencing works by generation. Every loss of the coordinator link (fenceAll)
+// starts a new fence generation and fences every partition with it; a
+// partition then applies only states read at that generation or later. The
+// session loop declares a generation live (markLive) once it has re-read the
+// metadata in the reconnected session, and the reconcile loop stamps what it
+// applies with the live generation it read before taking the snapshot. So a
+// snapshot from before a disconnect, or published while the link was down,
+// can never lift a fence.
 type manager struct {
 	self int32
 	fs   commitlog.FS
 	log  *slog.Logger
 	deps *partitionDeps
 
-	mu    sync.RWMutex // guards parts
-	parts map[topicPartition]*Partition
+	// reconcileMu serializes reconcile. Taken before mu and Partition.mu.
+	reconcileMu sync.Mutex
+
+	mu       sync.RWMutex // guards the fields below
+	parts    map[topicPartition]*Partition
+	fenceGen uint64 // coordinator disconnections so far
+	liveGen  uint64 // the latest fence generation whose metadata was re-read live
 }
 
 func newManager(self int32, fsys commitlog.FS, log *slog.Logger, deps *partitionDeps) *manager {
@@ -85,7 +100,11 @@ func partitionDir(topic string, id int32) string { return topic + "-" + strconv.
 
 // reconcile makes the local partitions match md: opens the replicas assigned
 // here, applies their leader states, and deletes those whose topic is gone.
-func (m *manager) reconcile(md *cluster.Metadata) {
+// gen is the live generation (liveGeneration) read before md was taken:
+// partitions fenced after it ignore md's states.
+func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
+	m.reconcileMu.Lock()
+	defer m.reconcileMu.Unlock()
 	want := map[topicPartition]bool{}
 	for name, t := range md.Topics {
 		cfg, err := api.ParseTopicConfig(t.Record.Configs, len(firstOr(t.Record.Replicas)))
@@ -109,11 +128,14 @@ func (m *manager) reconcile(md *cluster.Metadata) {
 					continue
 				}
 				m.mu.Lock()
+				// Under mu, so a fenceAll either sees the partition or has
+				// already moved the generation it starts from.
+				p.fenceGen = m.fenceGen
 				m.parts[tp] = p
 				m.mu.Unlock()
 			}
 			if t.StateVersions[i] >= 0 {
-				p.applyState(t.States[i], t.StateVersions[i])
+				p.applyState(t.States[i], t.StateVersions[i], gen)
 			}
 		}
 	}
@@ -185,11 +207,51 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 	return p, nil
 }
 
-// fenceAll stops every partition from acting until fresh states arrive.
+// fenceAll starts a new fence generation and stops every partition from
+// acting until states read live in it (or later) are applied.
 func (m *manager) fenceAll() {
-	for _, p := range m.all() {
-		p.fence()
+	m.mu.Lock()
+	m.fenceGen++
+	gen := m.fenceGen
+	ps := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		ps = append(ps, p)
 	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		p.fence(gen)
+	}
+}
+
+// fenceGeneration is the current fence generation; a re-read of the metadata
+// begun now can declare it live (markLive) when it succeeds.
+func (m *manager) fenceGeneration() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.fenceGen
+}
+
+// markLive records that the metadata was re-read in a live session after the
+// fence of generation gen: snapshots taken from now on may lift it.
+func (m *manager) markLive(gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.liveGen = max(m.liveGen, gen)
+}
+
+// liveGeneration stamps a snapshot about to be taken for reconcile.
+func (m *manager) liveGeneration() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.liveGen
+}
+
+// fenced reports whether a fence is in force: the link was lost and no
+// re-read since has been declared live.
+func (m *manager) fenced() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.liveGen < m.fenceGen
 }
 
 // closeAll closes every partition's log (flushing it and marking it clean).

@@ -70,6 +70,7 @@ type Partition struct {
 	stateVersion int32              // its znode version
 	replicas     []int32
 	fenced       bool              // the broker lost its coordinator session: act on nothing until a fresh state arrives
+	fenceGen     uint64            // fence generation of the last fence (see manager); older states are not applied
 	inherited    bool              // the first state this process applied has been looked at
 	resignedAt   int32             // leader epoch this replica handed back (-1: none); it never leads at or below it
 	progress     *replica.Progress // non-nil while leading
@@ -96,11 +97,18 @@ func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.T
 func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.ID) }
 
 // applyState takes a state read from the coordinator. Older states (lower
-// epoch, or the same epoch at a lower znode version) are ignored. A new
-// leader or epoch changes the role; the same leadership with another ISR only
-// updates the ISR.
-func (p *Partition) applyState(st api.PartitionState, version int32) {
+// epoch, or the same epoch at a lower znode version) are ignored, and so are
+// states read at a live generation (gen) older than the partition's last
+// fence: they may predate the disconnect that fenced it. A new leader or
+// epoch changes the role; the same leadership with another ISR only updates
+// the ISR. Callers are serialized (manager.reconcile): the role is stopped and
+// started outside the lock, and two calls at once could both start one.
+func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64) {
 	p.mu.Lock()
+	if gen < p.fenceGen {
+		p.mu.Unlock()
+		return
+	}
 	// Older states are ignored: a lower leader epoch, a lower znode version
 	// within one epoch, or one written by an older controller than the
 	// state already applied for the same epoch.
@@ -223,12 +231,14 @@ func (p *Partition) positions() brokerapi.Positions {
 	return pos
 }
 
-// fence stops the partition from acknowledging anything until a fresh state
-// is applied (the coordinator session was lost: someone else may lead now).
-func (p *Partition) fence() {
+// fence stops the partition from acknowledging anything until a state read
+// live at generation gen or later is applied (the coordinator session was
+// lost: someone else may lead now).
+func (p *Partition) fence(gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fenced = true
+	p.fenceGen = max(p.fenceGen, gen)
 }
 
 // stopRole stops a follower loop, for shutdown and deletion.

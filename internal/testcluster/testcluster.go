@@ -50,6 +50,9 @@ type Options struct {
 	// broker defaults).
 	GroupLagInterval time.Duration
 	CleanerInterval  time.Duration
+	// WrapCoord, when set, wraps each broker's coordinator session (fault
+	// injection: a session whose events the test drives). Default none.
+	WrapCoord func(brokerID int, c coord.Coordinator) coord.Coordinator
 }
 
 // Start starts a cluster and stops it when the test ends.
@@ -88,9 +91,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 func (c *Cluster) StartBroker(id int) {
 	c.t.Helper()
 	sess := c.Store.Session()
+	var bc coord.Coordinator = sess
+	if c.opts.WrapCoord != nil {
+		bc = c.opts.WrapCoord(id, sess)
+	}
 	b, err := broker.New(broker.Options{
 		ID: int32(id), DataDir: filepath.Join(c.opts.DataDir, "broker-"+strconv.Itoa(id)),
-		Coord: sess, Logger: c.log,
+		Coord: bc, Logger: c.log,
 		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
 		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
 		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
