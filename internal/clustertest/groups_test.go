@@ -357,8 +357,12 @@ func TestGroupCoordinatorKill(t *testing.T) {
 		victim := before.Leader
 		c.Logf("round %d: group %s is coordinated by b%d, leader of %s-%d at epoch %d (isr %v)", round, group, victim, api.OffsetsTopic, gp, before.LeaderEpoch, before.ISR)
 		h.WaitInFlight(CallCommit, 2, 10*time.Second)
-		killed := time.Now()
+		// Calls sent before the signal and answered after the exit were
+		// caught by the kill; calls sent after the exit cannot have been
+		// served by the victim.
+		signalled := time.Now()
 		c.Kill(victim)
+		killed := time.Now()
 		after := c.WaitLeader(api.OffsetsTopic, gp, 30*time.Second, func(pi api.PartitionInfo) bool {
 			return pi.Leader != victim && pi.LeaderEpoch > before.LeaderEpoch
 		})
@@ -384,7 +388,7 @@ func TestGroupCoordinatorKill(t *testing.T) {
 		// The commits the kill caught: sent before it, ended after it.
 		caught := 0
 		for _, gc := range h.Calls() {
-			if gc.Kind == CallCommit && gc.Start.Before(killed) && gc.End.After(killed) {
+			if gc.Kind == CallCommit && gc.Start.Before(signalled) && gc.End.After(killed) {
 				caught++
 			}
 		}
