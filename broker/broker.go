@@ -77,6 +77,11 @@ type Options struct {
 	// GroupLagInterval is how often the group coordinators here measure
 	// their groups' lag for the metrics. Default 10 s.
 	GroupLagInterval time.Duration
+	// CrashOnPanic re-raises a panic in a background loop or a follower run
+	// after logging it, instead of recovering and starting the loop again
+	// (a panicking request is answered INTERNAL either way). Default false;
+	// tests set it so that a bug fails them.
+	CrashOnPanic bool
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -145,6 +150,9 @@ type Broker struct {
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
 
+	panicsMu sync.Mutex        // guards panics
+	panics   map[string]uint64 // recovered panics by where (recover.go)
+
 	registered atomic.Bool
 	runCtx     context.Context // ends when Close begins
 	cancel     context.CancelFunc
@@ -157,7 +165,7 @@ func New(opts Options) (*Broker, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.ID)}
+	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.ID), panics: map[string]uint64{}}
 	b.fs = opts.FS
 	if b.fs == nil {
 		osfs, err := commitlog.NewOSFS(opts.DataDir)
@@ -195,7 +203,8 @@ func New(opts Options) (*Broker, error) {
 			_, ok := b.view.Current().Brokers[id]
 			return ok
 		},
-		resign: b.resign,
+		resign:     b.resign,
+		recovering: b.recovering,
 		kickISR: func() {
 			select {
 			case b.isrKick <- struct{}{}:
@@ -263,19 +272,21 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.log.Error("internal API stopped", "err", err)
 		}
 	})
-	b.goFunc(func() { b.registerLoop(runCtx) })
-	b.goFunc(func() { b.reconcileLoop(runCtx) })
-	b.goFunc(func() { b.ctl.run(runCtx) })
-	b.goFunc(func() { b.retentionLoop(runCtx) })
-	b.goFunc(func() { b.cleanerLoop(runCtx) })
-	b.goFunc(func() { b.isrLoop(runCtx) })
-	b.goFunc(func() { b.hwCheckpointLoop(runCtx) })
+	// The loops start again after a panic (recover.go).
+	changed := b.view.Subscribe() // once: a restarted reconcile loop keeps it
+	b.goLoop(runCtx, "register", b.registerLoop)
+	b.goLoop(runCtx, "reconcile", func(ctx context.Context) { b.reconcileLoop(ctx, changed) })
+	b.goLoop(runCtx, "controller", b.controllerLoop)
+	b.goLoop(runCtx, "retention", b.retentionLoop)
+	b.goLoop(runCtx, "cleaner", b.cleanerLoop)
+	b.goLoop(runCtx, "isr", b.isrLoop)
+	b.goLoop(runCtx, "hw-checkpoint", b.hwCheckpointLoop)
 	if b.opts.Bucket != nil {
-		b.goFunc(func() { b.tierLoop(runCtx) })
+		b.goLoop(runCtx, "tier", b.tierLoop)
 	}
-	b.goFunc(func() { b.sessionLoop(runCtx) })
-	b.goFunc(func() { b.groupLoop(runCtx) })
-	b.goFunc(func() { b.groupLagLoop(runCtx) })
+	b.goLoop(runCtx, "session", b.sessionLoop)
+	b.goLoop(runCtx, "group", b.groupLoop)
+	b.goLoop(runCtx, "group-lag", b.groupLagLoop)
 	// Ready means registered and holding metadata: then the controller can
 	// assign replicas here and gateways can route to it.
 	for !b.Ready() {
@@ -339,8 +350,7 @@ func (b *Broker) registerLoop(ctx context.Context) {
 // reconcileLoop applies every new metadata snapshot to the local partitions,
 // and applies the current one again when the session loop asks (after a
 // fence generation became live). It is the only caller of manager.reconcile.
-func (b *Broker) reconcileLoop(ctx context.Context) {
-	changed := b.view.Subscribe()
+func (b *Broker) reconcileLoop(ctx context.Context, changed <-chan struct{}) {
 	select {
 	case <-b.view.Loaded():
 	case <-ctx.Done():
@@ -366,6 +376,21 @@ func (b *Broker) kickReconcile() {
 	case b.recKick <- struct{}{}:
 	default:
 	}
+}
+
+// controllerLoop runs the controller election and duty. When the duty
+// panics, the role is given up first (controller.abdicate), so that the
+// restarted loop, or another broker, can take it: a holder of /controller
+// that no longer serves would leave the cluster without a controller.
+func (b *Broker) controllerLoop(ctx context.Context) {
+	returned := false
+	defer func() {
+		if !returned {
+			b.ctl.abdicate()
+		}
+	}()
+	b.ctl.run(ctx)
+	returned = true
 }
 
 // retentionLoop applies retention to every partition on an interval.

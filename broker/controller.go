@@ -79,6 +79,19 @@ func (ctl *controller) run(ctx context.Context) {
 	}
 }
 
+// abdicate gives the role up after the duty failed: inactive here, and
+// /controller deleted when this session holds it, so the next election can
+// be won. Best effort, bounded to 10 s.
+func (ctl *controller) abdicate() {
+	ctl.setInactive()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, st, err := ctl.c.Get(ctx, cluster.ControllerPath)
+	if err == nil && st.EphemeralOwner == ctl.c.SessionID() {
+		_ = ctl.c.Delete(ctx, cluster.ControllerPath, st.Version)
+	}
+}
+
 func (ctl *controller) setInactive() {
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()

@@ -51,6 +51,9 @@ type partitionDeps struct {
 	// resign gives up a leadership this process did not win itself (see
 	// Partition.applyState).
 	resign func(p *Partition, st api.PartitionState, version int32)
+	// recovering runs f, noting a panic in it (Broker.recovering), and
+	// reports whether it panicked.
+	recovering func(where string, f func()) bool
 }
 
 // Partition is one partition replica on this broker: its log and the role the
@@ -184,7 +187,10 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 		}
 		go func() {
 			defer close(run.done)
-			replica.RunFollower(ctx, cfg)
+			// A follower run that panics starts again a second later.
+			for ctx.Err() == nil && p.deps.recovering("follower", func() { replica.RunFollower(ctx, cfg) }) {
+				sleep(ctx, time.Second)
+			}
 		}()
 	}
 }

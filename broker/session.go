@@ -23,6 +23,9 @@ import (
 func (b *Broker) sessionLoop(ctx context.Context) {
 	events := b.opts.Coord.SessionEvents()
 	var retry <-chan time.Time // armed while a fence waits for a re-read
+	if b.parts.fenced() {
+		retry = time.After(0) // restarted after a panic while fenced
+	}
 	for {
 		select {
 		case <-ctx.Done():

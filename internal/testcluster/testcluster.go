@@ -97,7 +97,7 @@ func (c *Cluster) StartBroker(id int) {
 	}
 	b, err := broker.New(broker.Options{
 		ID: int32(id), DataDir: filepath.Join(c.opts.DataDir, "broker-"+strconv.Itoa(id)),
-		Coord: bc, Logger: c.log,
+		Coord: bc, Logger: c.log, CrashOnPanic: true,
 		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
 		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
 		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
