@@ -107,7 +107,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The log copies the batches into its file; the buffer is free after Produce.
-	defer bodyPool.Put(bp)
+	defer putBody(bp)
 	body := *bp
 	ctx, cancel := contextWithTimeout(r, time.Duration(timeoutMs)*time.Millisecond)
 	defer cancel()
@@ -122,13 +122,30 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 // bodyPool recycles produce bodies (~100 KiB batches each).
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 128<<10); return &b }}
 
+// Body buffer bounds. A declared Content-Length is believed up to
+// maxBodyUpfront before a byte arrives; past that the buffer grows with the
+// bytes that do arrive, so a client that declares 64 MiB and sends nothing
+// holds 1 MiB, not 64. Buffers over maxPooledBody are not kept in the pool.
+const (
+	maxBodyUpfront = 1 << 20
+	maxPooledBody  = 8 << 20
+)
+
+// putBody returns a body buffer from readBody to the pool.
+func putBody(bp *[]byte) {
+	if cap(*bp) > maxPooledBody {
+		*bp = nil
+	}
+	bodyPool.Put(bp)
+}
+
 // readBody reads a whole request body of at most limit bytes into a pooled
-// buffer; the caller puts it back.
+// buffer; the caller puts it back with putBody.
 func readBody(r *http.Request, limit int64) (*[]byte, error) {
 	bp := bodyPool.Get().(*[]byte)
 	buf := (*bp)[:0]
-	if r.ContentLength > int64(cap(buf)) && r.ContentLength <= limit {
-		buf = make([]byte, 0, r.ContentLength)
+	if want := min(r.ContentLength, limit, maxBodyUpfront); want > int64(cap(buf)) {
+		buf = make([]byte, 0, want)
 	}
 	lr := http.MaxBytesReader(nil, r.Body, limit)
 	for {
@@ -143,7 +160,7 @@ func readBody(r *http.Request, limit int64) (*[]byte, error) {
 		}
 		if err != nil {
 			*bp = buf[:0]
-			bodyPool.Put(bp)
+			putBody(bp)
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return nil, api.Errorf(api.CodeRequestTooLarge, "body exceeds %d bytes", limit)
