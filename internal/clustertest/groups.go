@@ -19,15 +19,15 @@ import (
 
 // Consumer groups of the public API under faults. A GroupMember is one HTTP
 // member driven by the test: it joins through a gateway of its own, then
-// loops poll (passing its last cursor, at first the join's) → process (the records go into the
-// GroupHistory) → commit that cursor → poll again, and joins again when the
-// group no longer knows it. A test can hold a member before a chosen step
-// (the member is a client: holding its loop is what SIGSTOP does to a
-// consumer process), make it leave, and stop it; a MemberClient makes a
-// member's calls one at a time, through any gateway. A KeyedLoad
-// (keyedload.go) writes keyed records acks=all. GroupHistory.Check
-// (groupcheck.go) holds every call against the final logs: the topic's
-// partitions and the group's records in __consumer_offsets.
+// loops poll (passing its last cursor, at first the join's) → process (the
+// records go into the GroupHistory) → commit that cursor → poll again, and
+// joins again when the group no longer knows it. A test can hold a member
+// before a chosen step (the member is a client: holding its loop is what
+// SIGSTOP does to a consumer process), make it leave, and stop it; a
+// MemberClient makes a member's calls one at a time, through any gateway. A
+// KeyedLoad (keyedload.go) writes keyed records acks=all.
+// GroupHistory.Check (groupcheck.go) holds every call against the final
+// logs: the topic's partitions and the group's records in __consumer_offsets.
 
 // Kinds of GroupCall.
 const (
@@ -129,6 +129,7 @@ func NewGroupHistory(c *Cluster, group string) *GroupHistory {
 	return &GroupHistory{c: c, Group: group, sessions: map[string]time.Duration{}, inFlight: map[string]int{}}
 }
 
+// begin counts a call sent.
 func (h *GroupHistory) begin(gc *GroupCall) {
 	h.mu.Lock()
 	h.inFlight[gc.Kind]++
@@ -310,8 +311,8 @@ type GroupMember struct {
 	next     *PausePoint
 	held     *PausePoint // the pause the loop is in, nil when running
 	stopping bool
-	leave    bool // leave the group when stopping
-	current  string
+	leave    bool   // leave the group when stopping
+	current  string // the loop's member id, for ID
 }
 
 // PausePoint is a pause armed by GroupMember.PauseBefore.
