@@ -32,6 +32,8 @@ const (
 	CodeUnsupportedMediaType  Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeRecordTooLarge        Code = "RECORD_TOO_LARGE"
 	CodeRequestTooLarge       Code = "REQUEST_TOO_LARGE"
+	CodeTooManyRecords        Code = "TOO_MANY_RECORDS"
+	CodeInvalidTimestamp      Code = "INVALID_TIMESTAMP"
 	CodeNotFound              Code = "NOT_FOUND"
 	CodeMethodNotAllowed      Code = "METHOD_NOT_ALLOWED"
 	CodeUnknownTopic          Code = "UNKNOWN_TOPIC"
@@ -80,6 +82,8 @@ var table = map[Code]Spec{
 	CodeUnsupportedMediaType:  {415, false, "the Content-Type is not one the route accepts"},
 	CodeRecordTooLarge:        {413, false, "a record is larger than the topic's max.message.bytes"},
 	CodeRequestTooLarge:       {413, false, "the request body is larger than the server accepts"},
+	CodeTooManyRecords:        {413, false, "the request carries more records than max.records.per.request"},
+	CodeInvalidTimestamp:      {400, false, "a record's timestamp is outside the topic's message.timestamp.before.max.ms/after.max.ms window"},
 	CodeNotFound:              {404, false, "no such route"},
 	CodeMethodNotAllowed:      {405, false, "the route does not take this method"},
 	CodeUnknownTopic:          {404, false, "the topic does not exist"},

@@ -31,6 +31,9 @@ const (
 	ConfigMinCleanableRatio  = "min.cleanable.dirty.ratio"
 	ConfigDeleteRetentionMs  = "delete.retention.ms"
 	ConfigMinCompactionLagMs = "min.compaction.lag.ms"
+
+	ConfigTimestampAfterMaxMs  = "message.timestamp.after.max.ms"
+	ConfigTimestampBeforeMaxMs = "message.timestamp.before.max.ms"
 )
 
 // DefaultMaxMessageBytes is the largest record a topic accepts unless its
@@ -81,6 +84,14 @@ type TopicConfig struct {
 	// MinCompactionLag is min.compaction.lag.ms (default 0): a record younger
 	// than this is never compacted away.
 	MinCompactionLag time.Duration
+
+	// TimestampAfterMaxMs and TimestampBeforeMaxMs are
+	// message.timestamp.after.max.ms (default one hour) and
+	// message.timestamp.before.max.ms (default 2^63-1: no limit): how far
+	// ahead of and behind the gateway's clock a record's timestamp may be.
+	// Milliseconds, not Durations: Kafka's "no limit" does not fit one.
+	TimestampAfterMaxMs  int64
+	TimestampBeforeMaxMs int64
 }
 
 type configSpec struct {
@@ -181,6 +192,16 @@ var configSpecs = map[string]configSpec{
 		c.MinCompactionLag = time.Duration(n) * time.Millisecond
 		return err
 	}, "compacted topics: records younger than this are never compacted away"},
+	ConfigTimestampAfterMaxMs: {strconv.FormatInt(DefaultTimestampAfterMaxMs, 10), func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, math.MaxInt64)
+		c.TimestampAfterMaxMs = n
+		return err
+	}, "refuse records whose timestamp is more than this many ms ahead of the gateway's clock (INVALID_TIMESTAMP)"},
+	ConfigTimestampBeforeMaxMs: {strconv.FormatInt(DefaultTimestampBeforeMaxMs, 10), func(c *TopicConfig, v string) error {
+		n, err := intRange(v, 0, math.MaxInt64)
+		c.TimestampBeforeMaxMs = n
+		return err
+	}, "refuse records whose timestamp is more than this many ms behind the gateway's clock (INVALID_TIMESTAMP; default: no limit)"},
 	ConfigCompressionType: {"none", func(c *TopicConfig, v string) error {
 		codec, err := ParseCompression(v)
 		c.Compression = codec

@@ -1,0 +1,110 @@
+package api
+
+// Limits bound what one client's request may cost the servers, so that a
+// careless or hostile client gets an error instead of taking the process's
+// memory or goroutines. Each has a Kafka-like name, a default and a meaning
+// here, in one table; the gateway's options (gateway.Limits) and the topic
+// configs take their defaults from these constants, and README ("Limits")
+// and openapi.yaml (`x-limits`) list the same rows, which a test keeps equal.
+
+// Limit names. Gateway limits are options of a gateway process; topic
+// limits are topic configs (see configSpecs), set per topic at creation.
+const (
+	LimitMaxRequestBytes      = "max.request.bytes"
+	LimitMaxRecordsPerRequest = "max.records.per.request"
+	LimitMaxHeadersPerRecord  = "max.headers.per.record"
+	LimitProduceMemoryBytes   = "gateway.produce.memory.bytes"
+	LimitAcks0MaxInFlight     = "gateway.acks0.max.in.flight"
+)
+
+// Scopes of a limit.
+const (
+	LimitScopeGateway = "gateway" // an option of each gateway process
+	LimitScopeTopic   = "topic"   // a topic config
+)
+
+// Defaults of the limits above.
+const (
+	// DefaultMaxRequestBytes bounds a JSON or NDJSON produce body
+	// (REQUEST_TOO_LARGE, 413), checked against Content-Length before
+	// reading and against the bytes read after.
+	DefaultMaxRequestBytes = 32 << 20
+	// DefaultMaxRecordsPerRequest bounds the records of one produce request
+	// (TOO_MANY_RECORDS, 413), counted while the body is scanned, so a body
+	// of millions of empty records is refused before it costs a record
+	// table.
+	DefaultMaxRecordsPerRequest = 100_000
+	// DefaultMaxHeadersPerRecord bounds the headers of one record
+	// (INVALID_RECORD, 400).
+	DefaultMaxHeadersPerRecord = 1_000
+	// DefaultProduceMemoryBytes is the memory a gateway lets produce
+	// requests hold at once: bodies as they are read, record tables, encoded
+	// batches, and acks=0 batches until their background send ends. A
+	// request that would pass it is refused with TOO_MANY_REQUESTS (429,
+	// Retry-After), or REQUEST_TOO_LARGE (413) when it could never fit.
+	DefaultProduceMemoryBytes = 256 << 20
+	// DefaultAcks0MaxInFlight bounds the acks=0 batches a gateway sends in
+	// the background at once (one per partition written); past it, a
+	// request's sends run before it is answered, as with acks=1.
+	DefaultAcks0MaxInFlight = 128
+	// DefaultTimestampAfterMaxMs is how far ahead of the gateway's clock a
+	// record's timestamp may be (Kafka 4's default for
+	// message.timestamp.after.max.ms, one hour); later is INVALID_TIMESTAMP.
+	DefaultTimestampAfterMaxMs = 3_600_000
+	// DefaultTimestampBeforeMaxMs is how far behind it may be; Kafka's
+	// default, Long.MAX_VALUE, means no limit.
+	DefaultTimestampBeforeMaxMs = 1<<63 - 1
+)
+
+// Limit is one row of the limits table.
+type Limit struct {
+	Name    string
+	Scope   string // LimitScopeGateway or LimitScopeTopic
+	Default int64
+	Unit    string // "bytes", "records", "headers", "sends" or "ms"
+	// Refusal is the error code a request past the limit gets.
+	Refusal Code
+	Doc     string
+}
+
+// Limits lists every limit, in the order README and openapi.yaml list them.
+func Limits() []Limit {
+	return []Limit{
+		{LimitMaxRequestBytes, LimitScopeGateway, DefaultMaxRequestBytes, "bytes", CodeRequestTooLarge,
+			"the largest JSON or NDJSON produce body"},
+		{LimitMaxRecordsPerRequest, LimitScopeGateway, DefaultMaxRecordsPerRequest, "records", CodeTooManyRecords,
+			"the most records one produce request may carry; counted while the body is scanned"},
+		{LimitMaxHeadersPerRecord, LimitScopeGateway, DefaultMaxHeadersPerRecord, "headers", CodeInvalidRecord,
+			"the most headers one record may carry"},
+		{LimitProduceMemoryBytes, LimitScopeGateway, DefaultProduceMemoryBytes, "bytes", CodeTooManyRequests,
+			"memory all produce requests of a gateway may hold at once (bodies, record tables, batches, acks=0 sends in flight)"},
+		{LimitAcks0MaxInFlight, LimitScopeGateway, DefaultAcks0MaxInFlight, "sends", "",
+			"acks=0 batches sent in the background at once; past it a request's sends finish before its answer"},
+		{ConfigMaxMessageBytes, LimitScopeTopic, DefaultMaxMessageBytes, "bytes", CodeRecordTooLarge,
+			"the largest record: key, value and headers"},
+		{ConfigTimestampAfterMaxMs, LimitScopeTopic, DefaultTimestampAfterMaxMs, "ms", CodeInvalidTimestamp,
+			"how far a record's timestamp may be ahead of the gateway's clock"},
+		{ConfigTimestampBeforeMaxMs, LimitScopeTopic, DefaultTimestampBeforeMaxMs, "ms", CodeInvalidTimestamp,
+			"how far a record's timestamp may be behind the gateway's clock (the default: no limit)"},
+	}
+}
+
+// CheckTimestamp applies the topic's message.timestamp.after.max.ms and
+// before.max.ms to a record timestamp ts, both in ms since the Unix epoch,
+// against now: INVALID_TIMESTAMP outside the window. A zero ts means "the
+// current time" and always passes.
+func (c TopicConfig) CheckTimestamp(ts, now int64) error {
+	if ts == 0 {
+		return nil
+	}
+	// ts and now are both in [0, 2^62]: the differences cannot overflow.
+	if ts > now && ts-now > c.TimestampAfterMaxMs {
+		return Errorf(CodeInvalidTimestamp, "timestamp %d is %d ms ahead of the gateway's clock; %s is %d",
+			ts, ts-now, ConfigTimestampAfterMaxMs, c.TimestampAfterMaxMs)
+	}
+	if ts < now && now-ts > c.TimestampBeforeMaxMs {
+		return Errorf(CodeInvalidTimestamp, "timestamp %d is %d ms behind the gateway's clock; %s is %d",
+			ts, now-ts, ConfigTimestampBeforeMaxMs, c.TimestampBeforeMaxMs)
+	}
+	return nil
+}
