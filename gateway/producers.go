@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,9 +33,8 @@ type producerEpochs struct {
 // handleInitProducer is POST /v1/producers.
 func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 	var req api.InitProducerRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "body is not a producer request: %v", err))
+	if err := decodeStrictJSON(w, r, &req, 4096, true); err != nil {
+		api.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"sort"
 	"sync"
@@ -51,15 +49,8 @@ func (g *Gateway) callController(ctx context.Context, call func(addr string) err
 // leader has opened its log, so a produce right after it succeeds.
 func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTopicRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			api.WriteError(w, api.Errorf(api.CodeRequestTooLarge, "a topic body is at most 1 MiB"))
-			return
-		}
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "body is not a topic: %v", err))
+	if err := decodeStrictJSON(w, r, &req, 1<<20, false); err != nil {
+		api.WriteError(w, err)
 		return
 	}
 	if err := api.ValidateTopicName(req.Name); err != nil {
