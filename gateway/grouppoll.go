@@ -82,10 +82,13 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 	}
 	began := time.Now()
 	recs, next := g.readPartitions(ctx, positions, pp)
-	if moved(positions, plan.Starts, next) || time.Since(began) > time.Second {
-		// Best effort: if the coordinator does not hear where this poll
-		// ended, the member's next poll without a cursor reads these
-		// records again. It also renews the session after a long wait.
+	if (pp.cursor == "" && moved(positions, plan.Starts, next)) || time.Since(began) > time.Second {
+		// A member that polls without a cursor reads on from where the
+		// coordinator remembers its last poll ending (one that sends the
+		// cursor tells it in the next StartPoll). Best effort: if the
+		// coordinator does not hear of it, the member's next poll reads
+		// these records again. It also renews the session after a long
+		// wait.
 		_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
 			return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
 		})

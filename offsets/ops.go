@@ -224,6 +224,20 @@ func (s *State) StartPoll(group, id string, cursor *api.Cursor, meta Metadata, n
 		return nil, err
 	}
 	var recs []Record
+	if cursor != nil {
+		// The cursor names where the previous poll ended: remember it, so
+		// a poll that sends a cursor needs no EndPoll. (A later poll
+		// without a cursor then starts where this one starts: the records
+		// of this poll may come again, never be skipped.)
+		for _, o := range m.Owned {
+			if off, ok := previousPosition(m, cursor, o.tp()); ok {
+				if m.positions == nil {
+					m.positions = map[api.TopicPartition]int64{}
+				}
+				m.positions[o.tp()] = off
+			}
+		}
+	}
 	if m.AutoCommit {
 		for _, o := range m.Owned {
 			tp := o.tp()

@@ -456,3 +456,18 @@ func TestGroupMaxSize(t *testing.T) {
 		t.Fatalf("join past the limit: %v", err)
 	}
 }
+
+// A poll that sends a cursor tells the coordinator where the previous poll
+// ended: a later poll without one starts there.
+func TestCursorPollRemembersPositions(t *testing.T) {
+	h := newHarness(t, map[string]int32{"t": 1})
+	m := h.join("g", api.JoinGroupRequest{Topics: []string{"t"}})
+	plan, _ := h.s.Plan("g", m, nil)
+	c := &api.Cursor{Epoch: plan.MemberEpoch, Positions: []api.PartitionOffset{{Topic: "t", Partition: 0, Offset: 7}}}
+	if err := h.apply(h.s.StartPoll("g", m, c, h.metadata, h.now)); err != nil {
+		t.Fatal(err)
+	}
+	if plan, _ := h.s.Plan("g", m, nil); plan.Starts[0].Offset != 7 {
+		t.Fatalf("a poll without a cursor after one with a cursor at 7 starts at %d", plan.Starts[0].Offset)
+	}
+}
