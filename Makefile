@@ -35,6 +35,8 @@ bench: build
 	./bin/sluice bench produce --brokers 3 --replication-factor 3 --acks all --baseline rf1
 	@echo '== consume from offset 0: all in the object store (a local directory here) vs local disk'
 	./bin/sluice bench consume --cold --raw
+	@echo '== consume through a consumer group (cursors, commits beside the polls) vs plain partition fetches, RF=3'
+	./bin/sluice bench consume --group --brokers 3 --replication-factor 3 --records 200000 --rounds 5
 
 lint:
 	$(GO) vet ./...
