@@ -53,6 +53,17 @@ type TopicPartition struct {
 	Partition int32  `json:"partition"`
 }
 
+// PartitionGrant is an owned partition and its fence: a token that only
+// grows from one grant of a group's partition to the next, whichever
+// member gets it. A store that a member writes into can keep the highest
+// fence it saw per partition and refuse writes under a lower one, so an
+// old owner that wakes up (paused, cut off) changes nothing there.
+type PartitionGrant struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Fence     int64  `json:"fence"`
+}
+
 // JoinGroupRequest is the body of POST /v1/groups/{group}/members.
 type JoinGroupRequest struct {
 	Topics []string `json:"topics"`
@@ -71,6 +82,7 @@ type JoinGroupResponse struct {
 	MemberID            string           `json:"member_id"`
 	MemberEpoch         int32            `json:"member_epoch"`
 	Assignment          []TopicPartition `json:"assignment"`
+	Grants              []PartitionGrant `json:"grants"`
 	HeartbeatIntervalMs int64            `json:"heartbeat_interval_ms"`
 	// Cursor is for the first poll: it names no positions, so the poll
 	// reads from the committed offsets (or auto_offset_reset) and can be
@@ -93,12 +105,14 @@ type GroupPollResponse struct {
 	Cursor      string           `json:"cursor"`
 	MemberEpoch int32            `json:"member_epoch"`
 	Assignment  []TopicPartition `json:"assignment"`
+	Grants      []PartitionGrant `json:"grants"`
 }
 
 // HeartbeatResponse answers POST .../members/{member}/heartbeat.
 type HeartbeatResponse struct {
 	MemberEpoch int32            `json:"member_epoch"`
 	Assignment  []TopicPartition `json:"assignment"`
+	Grants      []PartitionGrant `json:"grants"`
 }
 
 // PartitionOffset is a position in one partition: the next record to read.

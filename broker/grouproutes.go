@@ -70,7 +70,7 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			res = api.JoinGroupResponse{MemberID: id, MemberEpoch: m.Epoch, Assignment: m.Assignment(),
+			res = api.JoinGroupResponse{MemberID: id, MemberEpoch: m.Epoch, Assignment: m.Assignment(), Grants: m.Grants(),
 				HeartbeatIntervalMs: offsets.HeartbeatInterval(m.SessionTimeoutMs), Cursor: api.Cursor{Epoch: m.Epoch}.Encode()}
 			return nil
 		})
@@ -92,7 +92,7 @@ func (b *Broker) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			res = api.HeartbeatResponse{MemberEpoch: m.Epoch, Assignment: m.Assignment()}
+			res = api.HeartbeatResponse{MemberEpoch: m.Epoch, Assignment: m.Assignment(), Grants: m.Grants()}
 			return nil
 		})
 		if err == nil {
@@ -127,7 +127,7 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment,
+			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment, Grants: plan.Grants,
 				Starts: make([]brokerapi.GroupStart, len(plan.Starts)), SessionTimeoutMs: plan.SessionTimeout.Milliseconds()}
 			for i, s := range plan.Starts {
 				res.Starts[i] = brokerapi.GroupStart{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Reset: s.Reset}

@@ -50,6 +50,7 @@ type GroupStart struct {
 type GroupPollPlan struct {
 	MemberEpoch      int32                `json:"member_epoch"`
 	Assignment       []api.TopicPartition `json:"assignment"`
+	Grants           []api.PartitionGrant `json:"grants"`
 	Starts           []GroupStart         `json:"starts"`
 	SessionTimeoutMs int64                `json:"session_timeout_ms"`
 }

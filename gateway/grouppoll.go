@@ -98,6 +98,7 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 		Cursor:      api.Cursor{Epoch: plan.MemberEpoch, Positions: next}.Encode(),
 		MemberEpoch: plan.MemberEpoch,
 		Assignment:  plan.Assignment,
+		Grants:      plan.Grants,
 	}, nil
 }
 

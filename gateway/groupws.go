@@ -38,6 +38,7 @@ type wsGroupFrame struct {
 type wsAssignmentFrame struct {
 	Assignment  []api.TopicPartition `json:"assignment"`
 	MemberEpoch int32                `json:"member_epoch"`
+	Grants      []api.PartitionGrant `json:"grants"`
 }
 
 type wsRecordsFrame struct {
@@ -98,7 +99,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancelRun := context.WithCancel(r.Context())
 	defer cancelRun()
 	go m.readFrames(ctx, cancelRun)
-	err = m.run(ctx, joined.Assignment, joined.MemberEpoch)
+	err = m.run(ctx, joined.Assignment, joined.Grants, joined.MemberEpoch)
 	// Leave first, so the partitions move at once and not after a session.
 	g.leaveDetached(group, joined.MemberID)
 	var ae *api.Error
@@ -180,8 +181,8 @@ func (m *wsMember) commit(ctx context.Context, cursor string) {
 
 // run polls while there is credit and heartbeats while there is none,
 // sending an assignment frame whenever the assignment or epoch changes.
-func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, epoch int32) error {
-	if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, grants []api.PartitionGrant, epoch int32) error {
+	if err := m.sendAssignment(ctx, assignment, grants, epoch); err != nil {
 		return err
 	}
 	var cursor string
@@ -203,7 +204,7 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, epo
 				}
 				if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
 					assignment, epoch = res.Assignment, res.MemberEpoch
-					if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+					if err := m.sendAssignment(ctx, assignment, res.Grants, epoch); err != nil {
 						return err
 					}
 				}
@@ -225,7 +226,7 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, epo
 		}
 		if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
 			assignment, epoch = res.Assignment, res.MemberEpoch
-			if err := m.sendAssignment(ctx, assignment, epoch); err != nil {
+			if err := m.sendAssignment(ctx, assignment, res.Grants, epoch); err != nil {
 				return err
 			}
 		}
@@ -244,11 +245,14 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, epo
 	}
 }
 
-func (m *wsMember) sendAssignment(ctx context.Context, a []api.TopicPartition, epoch int32) error {
+func (m *wsMember) sendAssignment(ctx context.Context, a []api.TopicPartition, grants []api.PartitionGrant, epoch int32) error {
 	if a == nil {
 		a = []api.TopicPartition{}
 	}
-	b, _ := json.Marshal(wsAssignmentFrame{Assignment: a, MemberEpoch: epoch})
+	if grants == nil {
+		grants = []api.PartitionGrant{}
+	}
+	b, _ := json.Marshal(wsAssignmentFrame{Assignment: a, MemberEpoch: epoch, Grants: grants})
 	return m.write(ctx, b)
 }
 

@@ -19,6 +19,7 @@ type Group struct {
 	Partitions map[string]int32 // partition counts the target was computed with
 	Members    map[string]*Member
 	Offsets    map[api.TopicPartition]OffsetValue
+	Fences     int64 // grants made so far; the last fence handed out
 }
 
 // Member is a member's persisted state plus what only the coordinator's
@@ -48,7 +49,7 @@ func (g *Group) memberIDs() []string {
 // compute the next state without touching the live one.
 func (g *Group) clone() *Group {
 	c := &Group{ID: g.ID, Epoch: g.Epoch, Assignor: g.Assignor, Partitions: make(map[string]int32, len(g.Partitions)),
-		Members: make(map[string]*Member, len(g.Members)), Offsets: g.Offsets}
+		Members: make(map[string]*Member, len(g.Members)), Offsets: g.Offsets, Fences: g.Fences}
 	for t, n := range g.Partitions {
 		c.Partitions[t] = n
 	}
@@ -126,6 +127,21 @@ func (m *Member) Assignment() []api.TopicPartition {
 		out = append(out, o.tp())
 	}
 	sortTPs(out)
+	return out
+}
+
+// Grants is the partitions the member owns with their fences, sorted.
+func (m *Member) Grants() []api.PartitionGrant {
+	out := make([]api.PartitionGrant, 0, len(m.Owned))
+	for _, o := range m.Owned {
+		out = append(out, api.PartitionGrant{Topic: o.Topic, Partition: o.Partition, Fence: o.Fence})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
 	return out
 }
 

@@ -105,7 +105,8 @@ func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.
 		}
 		m.Epoch++
 		for i := range m.Owned {
-			m.Owned[i].Epoch = m.Epoch
+			next.Fences++
+			m.Owned[i].Epoch, m.Owned[i].Fence = m.Epoch, next.Fences
 		}
 		m.Kind, m.SessionTimeoutMs, m.AutoOffsetReset, m.AutoCommit = p.Kind, p.SessionTimeout.Milliseconds(), p.Reset, p.AutoCommit
 		next.Members[newID] = m
@@ -165,7 +166,8 @@ func reconcile(g *Group, m *Member) bool {
 	}
 	m.Epoch++
 	for _, t := range add {
-		kept = append(kept, Grant{Topic: t.Topic, Partition: t.Partition, Epoch: m.Epoch})
+		g.Fences++
+		kept = append(kept, Grant{Topic: t.Topic, Partition: t.Partition, Epoch: m.Epoch, Fence: g.Fences})
 	}
 	m.Owned = kept
 	return true
@@ -281,6 +283,7 @@ type Start struct {
 type PollPlan struct {
 	MemberEpoch int32
 	Assignment  []api.TopicPartition
+	Grants      []api.PartitionGrant
 	Starts      []Start
 	// SessionTimeout is the member's: a poll must not wait so long that
 	// the session runs out under it.
@@ -295,7 +298,7 @@ func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 	if err != nil {
 		return PollPlan{}, err
 	}
-	plan := PollPlan{MemberEpoch: m.Epoch, Assignment: m.Assignment(), SessionTimeout: m.sessionTimeout()}
+	plan := PollPlan{MemberEpoch: m.Epoch, Assignment: m.Assignment(), Grants: m.Grants(), SessionTimeout: m.sessionTimeout()}
 	for _, tp := range plan.Assignment {
 		st := Start{TopicPartition: tp, Offset: -1, Reset: m.AutoOffsetReset}
 		if off, ok := previousPosition(m, cursor, tp); ok {

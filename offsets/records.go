@@ -69,6 +69,9 @@ type GroupValue struct {
 	// target assignment was computed with.
 	Partitions map[string]int32 `json:"partitions"`
 	Members    []MemberValue    `json:"members"`
+	// Fences counts the grants the group ever made: each grant's fence is
+	// the next value, so fences only grow, across members, per group.
+	Fences int64 `json:"fences"`
 }
 
 // MemberValue is one member in a group record.
@@ -91,11 +94,15 @@ type MemberValue struct {
 	Replaced []string `json:"replaced,omitempty"`
 }
 
-// Grant is an owned partition and the member epoch it was granted at.
+// Grant is an owned partition, the member epoch it was granted at (which
+// fences the member's commits), and its fence: a token that only grows
+// from grant to grant of the group, whichever member gets them, for stores
+// that fence writers themselves (the exactly-once sinks).
 type Grant struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Epoch     int32  `json:"epoch"`
+	Fence     int64  `json:"fence"`
 }
 
 func (g Grant) tp() api.TopicPartition {
@@ -120,7 +127,7 @@ func offsetRecordKey(group string, tp api.TopicPartition) []byte {
 
 // groupRecord encodes a group's persisted state.
 func groupRecord(g *Group) Record {
-	v := GroupValue{V: recordVersion, Epoch: g.Epoch, Assignor: g.Assignor, Partitions: g.Partitions, Members: []MemberValue{}}
+	v := GroupValue{V: recordVersion, Epoch: g.Epoch, Assignor: g.Assignor, Partitions: g.Partitions, Members: []MemberValue{}, Fences: g.Fences}
 	for _, id := range g.memberIDs() {
 		v.Members = append(v.Members, g.Members[id].MemberValue)
 	}

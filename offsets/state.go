@@ -122,7 +122,7 @@ func (g *Group) deleteOffset(tp api.TopicPartition) {
 // still own.
 func applyGroupValue(g *Group, v GroupValue, now time.Time) {
 	old := g.Members
-	g.Epoch, g.Assignor = v.Epoch, v.Assignor
+	g.Epoch, g.Assignor, g.Fences = v.Epoch, v.Assignor, v.Fences
 	g.Partitions = v.Partitions
 	if g.Partitions == nil {
 		g.Partitions = map[string]int32{}

@@ -471,3 +471,45 @@ func TestCursorPollRemembersPositions(t *testing.T) {
 		t.Fatalf("a poll without a cursor after one with a cursor at 7 starts at %d", plan.Starts[0].Offset)
 	}
 }
+
+// Fences grow from grant to grant of a partition, whichever member gets it,
+// a static takeover included, and survive a replay.
+func TestFencesOnlyGrow(t *testing.T) {
+	h := newHarness(t, map[string]int32{"t": 2})
+	fence := func(id string, p int32) int64 {
+		m, err := h.s.Member("g", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gr := range m.Grants() {
+			if gr.Partition == p {
+				return gr.Fence
+			}
+		}
+		return -1
+	}
+	a := h.join("g", api.JoinGroupRequest{Topics: []string{"t"}, InstanceID: "a"})
+	f1 := fence(a, 1)
+	b := h.join("g", api.JoinGroupRequest{Topics: []string{"t"}})
+	h.settle("g")
+	f2 := fence(b, 1)
+	if f1 <= 0 || f2 <= f1 {
+		t.Fatalf("t/1 granted to a with fence %d, then to b with %d: want growth", f1, f2)
+	}
+	h.apply(h.s.Leave("g", b, h.metadata))
+	h.settle("g")
+	f3 := fence(a, 1)
+	a2 := h.join("g", api.JoinGroupRequest{Topics: []string{"t"}, InstanceID: "a"})
+	f4 := fence(a2, 1)
+	if f3 <= f2 || f4 <= f3 {
+		t.Fatalf("fences %d, %d, %d, %d: want growth", f1, f2, f3, f4)
+	}
+	replayed := NewState()
+	for _, r := range h.log {
+		replayed.Apply(r, h.now)
+	}
+	m, _ := replayed.Member("g", a2)
+	if g := m.Grants(); g[1].Fence != f4 || replayed.Group("g").Fences < f4 {
+		t.Fatalf("replayed grants %+v (fences %d), want t/1 at %d", g, replayed.Group("g").Fences, f4)
+	}
+}
