@@ -333,12 +333,43 @@ func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int
 		isr := p.progress.ISR()
 		return brokerapi.ProduceResult{}, 0, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
 	}
+	if err := checkBatchTimes(batches, p.cfg, time.Now().UnixMilli()); err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
 	info, err := p.log.Append(batches, epoch)
 	if err != nil {
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	p.advanceHWLocked()
 	return brokerapi.ProduceResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset}, epoch, nil
+}
+
+// checkBatchTimes refuses, with INVALID_TIMESTAMP, a produced batch whose
+// newest record is further ahead of this broker's clock (now, in ms) than
+// message.timestamp.after.max.ms, or further behind than
+// message.timestamp.before.max.ms, as Kafka's broker does: the gateway checks
+// each JSON record against its own clock, but raw batches reach the broker as
+// their producer wrote them. The header's maxTimestamp stands for the newest
+// record; the log's validation then refuses a batch where it does not. So the
+// future bound holds for every record, while the past bound refuses a batch
+// only when its newest record is too old. LogAppendTime batches carry no
+// producer timestamps.
+func checkBatchTimes(buf []byte, cfg api.TopicConfig, now int64) error {
+	_, err := api.ScanBatches(buf, false, func(h api.BatchHeader, _ []byte) error {
+		ts := h.MaxTimestamp
+		switch {
+		case h.LogAppendTime() || ts < 0:
+			return nil // not a producer's timestamp, or refused by the log's validation
+		case ts > now && ts-now > cfg.TimestampAfterMaxMs:
+			return api.Errorf(api.CodeInvalidTimestamp, "batch timestamp %d is %d ms ahead of the broker's clock; %s is %d",
+				ts, ts-now, api.ConfigTimestampAfterMaxMs, cfg.TimestampAfterMaxMs)
+		case ts < now && now-ts > cfg.TimestampBeforeMaxMs:
+			return api.Errorf(api.CodeInvalidTimestamp, "batch timestamp %d is %d ms behind the broker's clock; %s is %d",
+				ts, now-ts, api.ConfigTimestampBeforeMaxMs, cfg.TimestampBeforeMaxMs)
+		}
+		return nil
+	})
+	return err
 }
 
 // waitCommitted blocks until the HW reaches end. It gives up, with an error

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testcluster"
@@ -20,6 +21,16 @@ func forgeBatch(b []byte, f func(b []byte)) []byte {
 	f(b)
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return b
+}
+
+// maxDelta is the largest record timestamp of a batch minus its base
+// timestamp.
+func maxDelta(b []byte) int64 {
+	h, err := api.ParseBatchHeader(b)
+	if err != nil {
+		panic(err)
+	}
+	return h.MaxTimestamp - h.BaseTimestamp
 }
 
 // TestForgedBatchOnTheInternalRoute sends batches whose header and CRC are
@@ -38,6 +49,10 @@ func TestForgedBatchOnTheInternalRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	zstd, err := api.EncodeBatch(nil, recs, api.BatchOptions{Compression: api.CompressionZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := api.EncodeBatch(nil, []api.Record{{Timestamp: time.Now().Add(61 * time.Minute).UnixMilli(), Value: []byte(`"z"`)}}, api.BatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +76,12 @@ func TestForgedBatchOnTheInternalRoute(t *testing.T) {
 		}), api.CodeCorruptRecord},
 		{"a control batch", forgeBatch(plain, func(b []byte) { b[22] |= byte(api.AttrControl) }), api.CodeInvalidRecord},
 		{"a good batch, then a forged one", append(bytes.Clone(plain), forgeBatch(plain, countUp)...), api.CodeCorruptRecord},
+		// message.timestamp.after.max.ms is an hour by default.
+		{"a timestamp 61 minutes ahead", ahead, api.CodeInvalidTimestamp},
+		{"a timestamp of 2^62 ms", forgeBatch(plain, func(b []byte) {
+			binary.BigEndian.PutUint64(b[27:], 1<<62)
+			binary.BigEndian.PutUint64(b[35:], uint64(1<<62+maxDelta(plain)))
+		}), api.CodeInvalidTimestamp},
 	}
 	log := c.Brokers[0].PartitionLog("m", 0)
 	url := fmt.Sprintf("http://%s/internal/v1/partitions/m/0/produce?acks=1", c.Brokers[0].Addr())
