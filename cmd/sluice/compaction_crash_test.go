@@ -92,38 +92,18 @@ func TestKillNineWhileCleaning(t *testing.T) {
 
 		// Read the whole partition.
 		got := map[string]ack{}
-		n, prev, next := 0, int64(-1), int64(0)
-		for {
-			resp, err := http.Get(fmt.Sprintf("%s/v1/topics/kv/partitions/0/records?offset=%d&max_records=5000", p.base, next))
-			if err != nil {
-				t.Fatal(err)
+		n, prev := 0, int64(-1)
+		readPartition(t, p.base, "kv", 0, func(r api.FetchedRecord, v string) {
+			if r.Offset <= prev {
+				t.Fatalf("offset %d after %d", r.Offset, prev)
 			}
-			var fr api.FetchResponse
-			err = json.NewDecoder(resp.Body).Decode(&fr)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("fetch: %d %v", resp.StatusCode, err)
+			prev = r.Offset
+			if w, ok := written[r.Offset]; ok && w != v {
+				t.Fatalf("offset %d holds %q, acknowledged as %q", r.Offset, v, w)
 			}
-			for _, r := range fr.Records {
-				if r.Offset <= prev {
-					t.Fatalf("offset %d after %d", r.Offset, prev)
-				}
-				prev = r.Offset
-				var v string
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					t.Fatalf("value %s: %v", r.Value, err)
-				}
-				if w, ok := written[r.Offset]; ok && w != v {
-					t.Fatalf("offset %d holds %q, acknowledged as %q", r.Offset, v, w)
-				}
-				got[*r.Key] = ack{r.Offset, v}
-				n++
-			}
-			if len(fr.Records) == 0 {
-				break
-			}
-			next = fr.NextOffset
-		}
+			got[*r.Key] = ack{r.Offset, v}
+			n++
+		})
 		mu.Lock()
 		for k, a := range newest {
 			if g := got[k]; g.offset < a.offset {

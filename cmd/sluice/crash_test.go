@@ -144,6 +144,36 @@ func waitSettled(t *testing.T, base, topic string) {
 	}
 }
 
+// readPartition reads a partition from offset 0 to its end and calls f for
+// each record with its value, a JSON string.
+func readPartition(t *testing.T, base, topic string, partition int32, f func(r api.FetchedRecord, value string)) {
+	t.Helper()
+	next := int64(0)
+	for {
+		resp, err := http.Get(fmt.Sprintf("%s/v1/topics/%s/partitions/%d/records?offset=%d&max_records=5000", base, topic, partition, next))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fr api.FetchResponse
+		err = json.NewDecoder(resp.Body).Decode(&fr)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("fetch: %d %v", resp.StatusCode, err)
+		}
+		for _, r := range fr.Records {
+			var v string
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("value %s: %v", r.Value, err)
+			}
+			f(r, v)
+		}
+		if len(fr.Records) == 0 {
+			return
+		}
+		next = fr.NextOffset
+	}
+}
+
 type logWriter struct {
 	t      *testing.T
 	prefix string
@@ -228,35 +258,16 @@ func TestKillNineKeepsAckedRecords(t *testing.T) {
 	seen := map[string]api.RecordOffset{}
 	for part := int32(0); part < 3; part++ {
 		next := int64(0)
-		for {
-			resp, err := http.Get(fmt.Sprintf("%s/v1/topics/crash/partitions/%d/records?offset=%d&max_records=5000", p.base, part, next))
-			if err != nil {
-				t.Fatal(err)
+		readPartition(t, p.base, "crash", part, func(r api.FetchedRecord, v string) {
+			if r.Offset != next {
+				t.Fatalf("partition %d: offset %d where %d was expected (gap or repeat)", part, r.Offset, next)
 			}
-			var fr api.FetchResponse
-			err = json.NewDecoder(resp.Body).Decode(&fr)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("fetch: %d %v", resp.StatusCode, err)
+			next++
+			if prev, dup := seen[v]; dup {
+				t.Fatalf("value %s stored twice: %v and %d/%d", v, prev, part, r.Offset)
 			}
-			for _, r := range fr.Records {
-				if r.Offset != next {
-					t.Fatalf("partition %d: offset %d where %d was expected (gap or repeat)", part, r.Offset, next)
-				}
-				next++
-				var v string
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					t.Fatalf("value %s: %v", r.Value, err)
-				}
-				if prev, dup := seen[v]; dup {
-					t.Fatalf("value %s stored twice: %v and %d/%d", v, prev, part, r.Offset)
-				}
-				seen[v] = api.RecordOffset{Partition: part, Offset: r.Offset}
-			}
-			if len(fr.Records) == 0 {
-				break
-			}
-		}
+			seen[v] = api.RecordOffset{Partition: part, Offset: r.Offset}
+		})
 	}
 	lost := 0
 	for v, off := range acked {
