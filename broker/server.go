@@ -192,7 +192,7 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
 			return
 		}
-		off, ok, err := p.log.OffsetForTimestamp(ts)
+		off, ok, err := b.offsetForTimestamp(r.Context(), p, ts)
 		if err != nil {
 			api.WriteError(w, err)
 			return
