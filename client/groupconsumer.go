@@ -58,6 +58,11 @@ type GroupBatch struct {
 	// MemberEpoch is the member's epoch when the records were read: the
 	// epoch to commit explicit offsets of these records at.
 	MemberEpoch int32
+	// Grants are the member's partitions as of this poll, each with its
+	// fence (api.PartitionGrant): every record of the batch is from one of
+	// them. A store written exactly once claims a partition with its fence
+	// when the grant is new or its fence grew.
+	Grants []api.PartitionGrant
 }
 
 // GroupConsumer is a consumer-group member over HTTP: Join, then Poll and
@@ -204,7 +209,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) (GroupBatch, error) {
 				g.cursor, g.epoch, g.assignment = res.Cursor, res.MemberEpoch, res.Assignment
 			}
 			g.mu.Unlock()
-			return GroupBatch{Records: res.Records, Cursor: res.Cursor, MemberEpoch: res.MemberEpoch}, nil
+			return GroupBatch{Records: res.Records, Cursor: res.Cursor, MemberEpoch: res.MemberEpoch, Grants: res.Grants}, nil
 		}
 		g.classify(member, err)
 		if !rejoined && g.opts.Rejoin && errors.Is(err, &api.Error{Code: api.CodeUnknownMemberID}) {
@@ -392,6 +397,37 @@ func (g *GroupConsumer) Cursor() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.cursor
+}
+
+// Seek makes the next poll read the named partitions from the given
+// offsets: it rewrites the positions of the last poll's cursor, keeping the
+// cursor's member epoch. The coordinator trusts a position only for a
+// partition the member has held since that epoch, so Seek is for
+// partitions in the last batch's Grants; for one that moved meanwhile the
+// next poll starts at the committed offset instead. Call it between polls:
+// a poll in flight keeps the cursor it was sent with.
+func (g *GroupConsumer) Seek(positions []api.PartitionOffset) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, err := api.DecodeCursor(g.cursor)
+	if err != nil {
+		return &Error{Code: api.CodeInvalidRequest, Message: err.Error()}
+	}
+	for _, p := range positions {
+		if p.Offset < 0 {
+			return &Error{Code: api.CodeInvalidOffset, Message: fmt.Sprintf("seek %s/%d to %d", p.Topic, p.Partition, p.Offset)}
+		}
+		i := slices.IndexFunc(c.Positions, func(q api.PartitionOffset) bool {
+			return q.Topic == p.Topic && q.Partition == p.Partition
+		})
+		if i < 0 {
+			c.Positions = append(c.Positions, p)
+		} else {
+			c.Positions[i].Offset = p.Offset
+		}
+	}
+	g.cursor = c.Encode()
+	return nil
 }
 
 // Close ends the membership. Order: no new polls or commits; with
