@@ -1,0 +1,448 @@
+package sink
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/client"
+)
+
+// Options configure a Sink. Group, Topics and Store are required; other
+// zero fields take the defaults stated.
+type Options struct {
+	Group  string
+	Topics []string
+	// Store takes the writes and holds the offsets.
+	Store Store
+	// InstanceID makes the member static (a restarted process takes its
+	// partitions back without a rebalance). Default none.
+	InstanceID string
+	// SessionTimeout is the group session. Default: the server's 30 s.
+	SessionTimeout time.Duration
+	// MaxRecords bounds a poll. Default 500.
+	MaxRecords int
+	// MaxWait is how long a poll waits for records. Default 1 s.
+	MaxWait time.Duration
+	// MinBackoff and MaxBackoff bound the waits between retries of a store
+	// call or a poll that failed. Defaults 50 ms and 5 s.
+	MinBackoff, MaxBackoff time.Duration
+	// LagInterval is how often the lag gauges are read from the group's
+	// description. Default 10 s; negative: never.
+	LagInterval time.Duration
+	// Metrics receive the sink's series. Default: a registry nobody serves.
+	Metrics *Metrics
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Group == "":
+		return errors.New("sink: a group is required")
+	case len(o.Topics) == 0:
+		return errors.New("sink: topics are required")
+	case o.Store == nil:
+		return errors.New("sink: a store is required")
+	}
+	if o.MaxRecords == 0 {
+		o.MaxRecords = 500
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = time.Second
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = 50 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.LagInterval == 0 {
+		o.LagInterval = 10 * time.Second
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// partState is what the sink knows of one granted partition.
+type partState struct {
+	fence int64
+	// next is the store's next offset as of the last claim or write; -1
+	// while the store has none (the group's position is read).
+	next int64
+	// refused: the store holds a higher fence; nothing is written until
+	// the group grants the partition again with a higher one.
+	refused bool
+}
+
+// Stats are a sink's running totals.
+type Stats struct {
+	Written    int64 // records written
+	Batches    int64 // partition batches written
+	Fenced     int64 // claims and writes refused by a higher fence
+	Partitions int64 // partitions held and writable
+}
+
+// Sink is one member of a group that writes its partitions' records to a
+// Store exactly once. Run drives it: one goroutine polls, claims and
+// writes (it alone owns the partition states); a second, started and
+// waited for by Run, sends the group commits.
+//
+// Per poll answer: partitions no longer granted are forgotten; each grant
+// that is new, or carries a higher fence than the one claimed, is claimed
+// in the store, which returns the partition's next offset; the group
+// consumer's cursor is moved there (Seek) and the answer's records of that
+// partition are dropped, since they were read from wherever the group
+// stood; the next poll reads from the store's position. The other
+// partitions' records are written, one store call per partition, and their
+// new next offsets go to the committer.
+type Sink struct {
+	c    *client.Client
+	opts Options
+	log  *slog.Logger
+
+	// owned is touched only by the Run goroutine.
+	owned map[api.TopicPartition]*partState
+
+	written, batches, fenced, partitions atomic.Int64
+}
+
+// New returns a sink that has not joined yet.
+func New(c *client.Client, opts Options) (*Sink, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Sink{c: c, opts: opts, log: opts.Logger.With("group", opts.Group), owned: map[api.TopicPartition]*partState{}}, nil
+}
+
+// Stats returns the running totals; safe to call from any goroutine.
+func (s *Sink) Stats() Stats {
+	return Stats{Written: s.written.Load(), Batches: s.batches.Load(), Fenced: s.fenced.Load(), Partitions: s.partitions.Load()}
+}
+
+// Run joins the group and writes until ctx ends, then leaves the group and
+// returns nil. A store call under way when ctx ends is abandoned: each is
+// atomic, so it happened entirely or not at all, and the next owner finds
+// the store's offsets either way. Errors: a join that keeps failing past
+// ctx, FENCED_INSTANCE_ID (a newer process took this instance id), a batch
+// the store refuses as malformed (ErrBadBatch).
+func (s *Sink) Run(ctx context.Context) error {
+	gc := s.c.NewGroupConsumer(s.opts.Group, client.GroupConsumerOptions{
+		Topics: s.opts.Topics, InstanceID: s.opts.InstanceID, SessionTimeout: s.opts.SessionTimeout,
+		MaxRecords: s.opts.MaxRecords, MaxWait: s.opts.MaxWait, Rejoin: true,
+	})
+	if err := s.join(ctx, gc); err != nil {
+		_ = gc.Close(context.Background())
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	cctx, stopCommits := context.WithCancel(context.Background())
+	cm := newCommitter(gc, s.c, s.opts, s.log)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); cm.run(cctx) }()
+
+	err := s.loop(ctx, gc, cm)
+
+	// Shutdown: stop the committer, which sends what is pending first (a
+	// commit is for lag only, so it is bounded and may fail); then leave,
+	// so the partitions move to the other members at once.
+	stopCommits()
+	wg.Wait()
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cerr := gc.Close(lctx); cerr != nil {
+		s.log.Warn("sink: leaving the group", "err", cerr)
+	}
+	s.partitions.Store(0)
+	s.opts.Metrics.owned.Set(0)
+	return err
+}
+
+// loop polls and writes until ctx ends or an error that retrying cannot mend.
+func (s *Sink) loop(ctx context.Context, gc *client.GroupConsumer, cm *committer) error {
+	backoff := s.opts.MinBackoff
+	for ctx.Err() == nil {
+		b, err := gc.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, &api.Error{Code: api.CodeFencedInstanceID}) {
+				return err
+			}
+			s.log.Warn("sink: poll failed; retrying", "err", err, "backoff", backoff)
+			if !sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, s.opts.MaxBackoff)
+			continue
+		}
+		backoff = s.opts.MinBackoff
+		failpoint(StepAfterPoll)
+		if err := s.handle(ctx, gc, cm, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// handle takes one poll answer: grants first (forget, claim, seek), then
+// the records of the partitions that were already claimed.
+func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committer, b client.GroupBatch) error {
+	seeked, err := s.claimGrants(ctx, gc, b.Grants)
+	if err != nil {
+		return err
+	}
+	for _, part := range byPartition(b.Records) {
+		tp := api.TopicPartition{Topic: part[0].Topic, Partition: part[0].Partition}
+		st := s.owned[tp]
+		switch {
+		case st == nil:
+			// Not among the answer's grants: cannot happen with a
+			// coordinator that keeps its word; never written ungranted.
+			s.log.Warn("sink: records of a partition without a grant; dropped", "topic", tp.Topic, "partition", tp.Partition)
+			continue
+		case st.refused || seeked[tp]:
+			continue
+		}
+		recs, err := storeRecords(part, st.next)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		if err := s.write(ctx, tp, st, recs); err != nil {
+			return err
+		}
+		if !st.refused {
+			failpoint(StepAfterWrite)
+			cm.add(tp, st.next, b.MemberEpoch)
+		}
+	}
+	s.partitions.Store(int64(s.writable()))
+	s.opts.Metrics.owned.Set(float64(s.writable()))
+	return nil
+}
+
+// claimGrants brings the partition states in line with a poll's grants and
+// returns the partitions whose reads were moved to the store's position.
+func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants []api.PartitionGrant) (map[api.TopicPartition]bool, error) {
+	granted := make(map[api.TopicPartition]int64, len(grants))
+	for _, g := range grants {
+		granted[api.TopicPartition{Topic: g.Topic, Partition: g.Partition}] = g.Fence
+	}
+	for tp := range s.owned {
+		if _, ok := granted[tp]; !ok {
+			delete(s.owned, tp)
+			s.opts.Metrics.lag.DeleteLabelValues(tp.Topic, partLabel(tp.Partition))
+		}
+	}
+	var seeks []api.PartitionOffset
+	claimed := false
+	for _, g := range grants {
+		tp := api.TopicPartition{Topic: g.Topic, Partition: g.Partition}
+		if st := s.owned[tp]; st != nil && st.fence >= g.Fence {
+			continue
+		}
+		var next int64
+		err := s.retry(ctx, func() (err error) {
+			next, err = s.opts.Store.Claim(ctx, tp, g.Fence)
+			return err
+		})
+		claimed = true
+		switch {
+		case errors.Is(err, ErrFenced):
+			s.log.Info("sink: claim refused: the store holds a higher fence", "topic", tp.Topic, "partition", tp.Partition, "fence", g.Fence, "err", err)
+			s.owned[tp] = &partState{fence: g.Fence, next: -1, refused: true}
+			s.fenced.Add(1)
+			s.opts.Metrics.claims.WithLabelValues("fenced").Inc()
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("claiming %s/%d: %w", tp.Topic, tp.Partition, err)
+		}
+		s.opts.Metrics.claims.WithLabelValues("ok").Inc()
+		s.log.Info("sink: claimed", "topic", tp.Topic, "partition", tp.Partition, "fence", g.Fence, "next", next)
+		s.owned[tp] = &partState{fence: g.Fence, next: next}
+		if next >= 0 {
+			seeks = append(seeks, api.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: next})
+		}
+	}
+	if claimed {
+		failpoint(StepAfterClaim)
+	}
+	seeked := make(map[api.TopicPartition]bool, len(seeks))
+	if len(seeks) > 0 {
+		if err := gc.Seek(seeks); err != nil {
+			return nil, err
+		}
+		for _, p := range seeks {
+			seeked[api.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+		}
+	}
+	return seeked, nil
+}
+
+// write sends one partition's batch, retrying what may succeed later, and
+// updates st: its next offset, or refused when the store holds a higher
+// fence.
+func (s *Sink) write(ctx context.Context, tp api.TopicPartition, st *partState, recs []Record) error {
+	start := time.Now()
+	var next int64
+	err := s.retry(ctx, func() (err error) {
+		next, err = s.opts.Store.Write(ctx, tp, st.fence, recs)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrFenced):
+		s.log.Info("sink: write refused: the store holds a higher fence; the partition waits for a new grant",
+			"topic", tp.Topic, "partition", tp.Partition, "fence", st.fence, "err", err)
+		st.refused = true
+		s.fenced.Add(1)
+		s.opts.Metrics.batches.WithLabelValues("fenced").Inc()
+		return nil
+	case err != nil:
+		s.opts.Metrics.batches.WithLabelValues("error").Inc()
+		return fmt.Errorf("writing %s/%d offsets %d-%d: %w", tp.Topic, tp.Partition, recs[0].Offset, recs[len(recs)-1].Offset, err)
+	}
+	n := int64(len(recs))
+	if st.next >= 0 {
+		n = min(n, next-st.next)
+	}
+	st.next = next
+	s.written.Add(n)
+	s.batches.Add(1)
+	s.opts.Metrics.written.WithLabelValues(tp.Topic).Add(float64(n))
+	s.opts.Metrics.batches.WithLabelValues("ok").Inc()
+	s.opts.Metrics.batchTime.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+func (s *Sink) writable() int {
+	n := 0
+	for _, st := range s.owned {
+		if !st.refused {
+			n++
+		}
+	}
+	return n
+}
+
+// retry calls f until it succeeds, fails in a way Retriable says is final,
+// or ctx ends, waiting MinBackoff doubling to MaxBackoff between calls.
+func (s *Sink) retry(ctx context.Context, f func() error) error {
+	backoff := s.opts.MinBackoff
+	for {
+		err := f()
+		if !Retriable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.opts.Metrics.storeRetry.Inc()
+		s.log.Warn("sink: retrying", "err", err, "backoff", backoff)
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, s.opts.MaxBackoff)
+	}
+}
+
+// join joins the group, retrying retriable failures (the client has
+// retried them already) with backoff until ctx ends.
+func (s *Sink) join(ctx context.Context, gc *client.GroupConsumer) error {
+	backoff := s.opts.MinBackoff
+	for {
+		err := gc.Join(ctx)
+		if err == nil || !client.IsRetriable(err) || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("sink: join failed; retrying", "err", err, "backoff", backoff)
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, s.opts.MaxBackoff)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// byPartition splits a poll's records by partition, each in offset order.
+func byPartition(recs []api.GroupRecord) [][]api.GroupRecord {
+	idx := map[api.TopicPartition]int{}
+	var out [][]api.GroupRecord
+	for _, r := range recs {
+		tp := api.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		i, ok := idx[tp]
+		if !ok {
+			i = len(out)
+			idx[tp] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	for _, p := range out {
+		slices.SortStableFunc(p, func(a, b api.GroupRecord) int { return cmp.Compare(a.Offset, b.Offset) })
+	}
+	return out
+}
+
+// storeRecords converts a partition's polled records to the bytes the
+// producer sent, dropping those below next (already in the store).
+func storeRecords(part []api.GroupRecord, next int64) ([]Record, error) {
+	out := make([]Record, 0, len(part))
+	for _, r := range part {
+		if next >= 0 && r.Offset < next {
+			continue
+		}
+		rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Headers: r.Headers}
+		var err error
+		switch {
+		case r.Key != nil:
+			rec.Key = []byte(*r.Key)
+		case r.KeyB64 != nil:
+			if rec.Key, err = base64.StdEncoding.DecodeString(*r.KeyB64); err != nil {
+				return nil, fmt.Errorf("%s/%d offset %d: key_b64: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+		}
+		switch {
+		case r.Value != nil:
+			rec.Value = []byte(r.Value)
+		case r.ValueB64 != nil:
+			if rec.Value, err = base64.StdEncoding.DecodeString(*r.ValueB64); err != nil {
+				return nil, fmt.Errorf("%s/%d offset %d: value_b64: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
