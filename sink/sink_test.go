@@ -33,6 +33,11 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+func startCluster(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	return testcluster.Start(t, testcluster.Options{Brokers: 1})
+}
+
 func redisClient(t *testing.T) *redis.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: testsvc.Redis(t)})
@@ -259,7 +264,7 @@ func checkHashFold(t *testing.T, rdb *redis.Client, key string, log [][]api.Fetc
 // once in partition order and the hash is the fold of the log.
 func TestTwoSinksOneStopsMidway(t *testing.T) {
 	const partitions, total = 4, 2000
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := startCluster(t)
 	cl := newClient(t, c.URL, nil)
 	rdb := redisClient(t)
 	prefix := uniquePrefix(t, rdb)
