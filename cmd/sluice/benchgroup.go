@@ -55,7 +55,12 @@ func benchGroup(ctx context.Context, c benchConfig, records int) error {
 	}
 	cr := benchResult{latencies: commits}
 	cr.finish()
-	fmt.Printf("commit latency over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
+	fmt.Printf("commit latency under that load, over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
+	idle, err := benchIdleCommits(ctx, c, 500)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
 	fmt.Printf("median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
 	return nil
 }
@@ -237,4 +242,50 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 		return res, commits, fmt.Errorf("the group read %d records, want %d (every record once)", res.records, want)
 	}
 	return res, commits, nil
+}
+
+// benchIdleCommits times n commits, one after another, of a lone member of
+// a fresh group: the commit path itself (gateway, coordinator, acks=all
+// append to __consumer_offsets) without a load beside it.
+func benchIdleCommits(ctx context.Context, c benchConfig, n int) (benchResult, error) {
+	client := benchClient(1)
+	defer client.CloseIdleConnections()
+	post := func(path string, in, out any) error {
+		b, _ := json.Marshal(in)
+		req, err := http.NewRequestWithContext(ctx, "POST", c.url+path, bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, body)
+		}
+		if out != nil {
+			return json.Unmarshal(body, out)
+		}
+		return nil
+	}
+	group := fmt.Sprintf("bench-commits-%d", time.Now().UnixNano())
+	var j api.JoinGroupResponse
+	if err := post("/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.topic}}, &j); err != nil {
+		return benchResult{}, err
+	}
+	var res benchResult
+	tp := j.Assignment[0]
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		req := api.CommitRequest{MemberID: j.MemberID, MemberEpoch: j.MemberEpoch, Offsets: []api.PartitionOffset{{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(i)}}}
+		if err := post("/v1/groups/"+group+"/offsets", req, nil); err != nil {
+			return res, err
+		}
+		res.latencies = append(res.latencies, time.Since(t0))
+	}
+	res.finish()
+	return res, nil
 }
