@@ -161,8 +161,8 @@ func runGateway(ctx context.Context, args []string) error {
 
 // s3Flags configure the broker's object store.
 type s3Flags struct {
-	endpoint, bucket, prefix, accessKey, secretKey *string
-	tls                                            *bool
+	endpoint, bucket, prefix, accessKey, secretKeyFile *string
+	tls                                                *bool
 }
 
 func addS3Flags(fs *flag.FlagSet) s3Flags {
@@ -171,8 +171,10 @@ func addS3Flags(fs *flag.FlagSet) s3Flags {
 		bucket:    fs.String("s3-bucket", envOr("SLUICE_S3_BUCKET", ""), "S3 bucket (env SLUICE_S3_BUCKET)"),
 		prefix:    fs.String("s3-prefix", envOr("SLUICE_S3_PREFIX", ""), "key prefix inside the bucket (env SLUICE_S3_PREFIX)"),
 		accessKey: fs.String("s3-access-key", envOr("SLUICE_S3_ACCESS_KEY", ""), "S3 access key (env SLUICE_S3_ACCESS_KEY)"),
-		secretKey: fs.String("s3-secret-key", envOr("SLUICE_S3_SECRET_KEY", ""), "S3 secret key (env SLUICE_S3_SECRET_KEY)"),
-		tls:       fs.Bool("s3-tls", envOr("SLUICE_S3_TLS", "") == "true", "use HTTPS to the S3 endpoint (env SLUICE_S3_TLS=true)"),
+		// The secret never goes on the command line (where ps shows it) nor
+		// into -h's defaults: it comes from the environment or a file.
+		secretKeyFile: fs.String("s3-secret-key-file", "", "file holding the S3 secret key (trailing newline ignored); default: the environment variable SLUICE_S3_SECRET_KEY"),
+		tls:           fs.Bool("s3-tls", envOr("SLUICE_S3_TLS", "") == "true", "use HTTPS to the S3 endpoint (env SLUICE_S3_TLS=true)"),
 	}
 }
 
@@ -181,11 +183,19 @@ func (s s3Flags) open(ctx context.Context) (tier.Bucket, error) {
 	if *s.endpoint == "" {
 		return nil, nil
 	}
+	secret := os.Getenv("SLUICE_S3_SECRET_KEY")
+	if *s.secretKeyFile != "" {
+		b, err := os.ReadFile(*s.secretKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("S3 secret key: %w", err)
+		}
+		secret = strings.TrimRight(string(b), "\r\n")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	b, err := tier.NewS3(ctx, tier.S3Options{
 		Endpoint: *s.endpoint, Bucket: *s.bucket, Prefix: *s.prefix,
-		AccessKey: *s.accessKey, SecretKey: *s.secretKey, TLS: *s.tls,
+		AccessKey: *s.accessKey, SecretKey: secret, TLS: *s.tls,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("S3 %s/%s: %w", *s.endpoint, *s.bucket, err)

@@ -39,6 +39,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -238,8 +239,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
 			"--log-level", opts.LogLevel}
 		if s3 := opts.S3; s3 != nil {
+			secretFile := filepath.Join(filepath.Dir(b.DataDir), fmt.Sprintf("s3-secret-%d", id))
+			if err := os.WriteFile(secretFile, []byte(s3.SecretKey+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			args = append(args, "--s3-endpoint", b.S3Link.Addr(), "--s3-bucket", s3.Bucket, "--s3-prefix", c.S3Prefix,
-				"--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey, "--tier-interval", opts.TierInterval.String())
+				"--s3-access-key", s3.AccessKey, "--s3-secret-key-file", secretFile, "--tier-interval", opts.TierInterval.String())
 		}
 		for _, to := range c.BrokerIDs() {
 			if to != id {
