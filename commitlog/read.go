@@ -105,48 +105,99 @@ func (l *Log) Read(offset, maxBytes, limit int64) (ReadResult, error) {
 // OffsetForTimestamp returns the offset of the first record whose timestamp is
 // at or after ts (ms), reading only below the HW. ok is false when every
 // committed record is older.
+//
+// Like Read, it holds the log's read lock only to find a candidate batch (the
+// first below the HW whose max timestamp reaches ts, from headers alone) and
+// to open a descriptor of its own; the batch is read and decompressed after
+// the lock is released, so appends never wait on a decompression. A batch
+// whose records are all older (compaction keeps a batch's max timestamp)
+// sends the search on from the batch after it. One batch is in memory at a
+// time: its stored size, and at most api.MaxUncompressedBatchSize decoded.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, ok bool, err error) {
+	from := int64(-1)
+	for {
+		c, err := l.timestampCandidate(from, ts)
+		if err != nil || c.f == nil {
+			return 0, false, err
+		}
+		off, found, err := c.firstAtOrAfter(ts)
+		if err != nil || found {
+			return off, found, err
+		}
+		from = c.next
+	}
+}
+
+// timestampBatch is a batch OffsetForTimestamp decodes outside the lock,
+// through its own descriptor f (nil when there is no candidate).
+type timestampBatch struct {
+	f    File
+	pos  int64
+	size int64
+	next int64 // the offset after the batch
+}
+
+// timestampCandidate finds, under the read lock, the first batch at or
+// after offset from (-1: anywhere) that starts below the HW and whose max
+// timestamp is at or after ts, and opens a descriptor for it.
+func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return 0, false, ErrClosed
+		return timestampBatch{}, ErrClosed
 	}
-	for _, seg := range l.segments {
-		if seg.maxTS < ts || seg.base >= l.hw {
+	var hbuf [api.BatchHeaderSize]byte
+	for i := max(l.segmentIndexLocked(from), 0); i < len(l.segments); i++ {
+		seg := l.segments[i]
+		if seg.base >= l.hw {
+			break
+		}
+		if seg.maxTS < ts {
 			continue
 		}
-		from := seg.base
+		start := max(from, seg.base)
 		if rel, ok := seg.timeIndex.lookup(ts); ok {
-			from = seg.base + int64(rel)
+			start = max(start, seg.base+int64(rel))
 		}
-		pos, h, found, err := seg.find(from)
+		pos, h, found, err := seg.find(start)
 		if err != nil {
-			return 0, false, err
+			return timestampBatch{}, err
 		}
-		for found && pos < seg.size && h.BaseOffset < l.hw {
+		for found && h.BaseOffset < l.hw {
 			if h.MaxTimestamp >= ts {
-				body := make([]byte, h.Size())
-				if _, err := seg.log.ReadAt(body, pos); err != nil && err != io.EOF {
-					return 0, false, fmt.Errorf("%w: %v", api.ErrStorage, err)
-				}
-				_, recs, err := api.DecodeBatch(body)
+				f, err := l.fs.OpenFile(segmentName(seg.dir, seg.base, logSuffix), os.O_RDONLY, 0)
 				if err != nil {
-					return 0, false, err
+					return timestampBatch{}, fmt.Errorf("%w: opening segment: %v", api.ErrStorage, err)
 				}
-				for _, r := range recs {
-					if r.Timestamp >= ts {
-						return r.Offset, true, nil
-					}
-				}
+				return timestampBatch{f: f, pos: pos, size: int64(h.Size()), next: h.NextOffset()}, nil
 			}
 			pos += int64(h.Size())
 			if pos >= seg.size {
 				break
 			}
-			var hbuf [api.BatchHeaderSize]byte
 			if h, err = seg.readHeader(pos, hbuf[:]); err != nil {
-				return 0, false, err
+				return timestampBatch{}, err
 			}
+		}
+	}
+	return timestampBatch{}, nil
+}
+
+// firstAtOrAfter reads and decodes the batch (the lock is not held) and
+// returns its first record at or after ts. It closes the descriptor.
+func (c timestampBatch) firstAtOrAfter(ts int64) (int64, bool, error) {
+	defer c.f.Close()
+	body := make([]byte, c.size)
+	if _, err := c.f.ReadAt(body, c.pos); err != nil {
+		return 0, false, fmt.Errorf("%w: reading the batch at %d: %v", api.ErrStorage, c.pos, err)
+	}
+	_, recs, err := api.DecodeBatch(body)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, r := range recs {
+		if r.Timestamp >= ts {
+			return r.Offset, true, nil
 		}
 	}
 	return 0, false, nil
