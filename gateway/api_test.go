@@ -316,23 +316,47 @@ func TestOversizeRefusedBeforeBody(t *testing.T) {
 func TestLongPollWakesOnProduce(t *testing.T) {
 	c := newCluster(t)
 	c.createTopic("lp", 1)
-	got := make(chan api.FetchResponse, 1)
+	type answer struct {
+		res  api.FetchResponse
+		took time.Duration
+	}
+	got := make(chan answer, 1)
 	go func() {
 		var res api.FetchResponse
+		start := time.Now()
 		req, _ := http.NewRequest("GET", c.base+"/v1/topics/lp/partitions/0/records?offset=0&max_wait_ms=20000", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			defer resp.Body.Close()
 			_ = json.NewDecoder(resp.Body).Decode(&res)
 		}
-		got <- res
+		got <- answer{res, time.Since(start)}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The poll is in the gateway (its counter moved) and has had time to
+	// reach the leader's wait; only then does the record exist.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, m := c.do("GET", "/metrics", "", nil)
+		if strings.Contains(string(m), `sluice_gateway_fetch_requests_total{route="records"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never reached the gateway")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	const head = 300 * time.Millisecond
+	time.Sleep(head)
 	c.json("POST", "/v1/topics/lp/records", map[string]any{"records": []map[string]any{{"value": "wake"}}}, nil)
 	select {
-	case res := <-got:
-		if len(res.Records) != 1 || string(res.Records[0].Value) != `"wake"` {
-			t.Fatalf("long poll returned %+v", res)
+	case a := <-got:
+		if len(a.res.Records) != 1 || string(a.res.Records[0].Value) != `"wake"` {
+			t.Fatalf("long poll returned %+v", a.res)
+		}
+		// It was waiting before the record existed, and the produce woke
+		// it long before max_wait_ms.
+		if a.took < head || a.took > 10*time.Second {
+			t.Fatalf("the long poll took %v: it did not wait for the produce, or the produce did not wake it", a.took)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("long poll did not return after a produce")

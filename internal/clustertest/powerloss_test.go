@@ -40,6 +40,14 @@ func TestLeaderPowerLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fault must remove something, or this test checks nothing: the
+	// load kept writing to this same segment for those 500 ms.
+	if now := activeSegment(t, filepath.Join(c.Broker(leader).DataDir, topic+"-0")); now != seg {
+		t.Fatalf("the leader rolled to %s during the 500 ms; the power loss would not cut its tail", filepath.Base(now))
+	}
+	if end.Size() <= st.Size() {
+		t.Fatalf("the leader wrote nothing in its last 500 ms (%s at %d bytes): the power loss would remove nothing", filepath.Base(seg), st.Size())
+	}
 	if err := os.Truncate(seg, st.Size()); err != nil {
 		t.Fatal(err)
 	}
