@@ -29,8 +29,12 @@ type Options struct {
 	Addr string
 	// Coord is the coordinator session for metadata; not closed by the gateway.
 	Coord coord.Coordinator
-	// MaxBodyBytes bounds a produce body. Default 32 MiB.
+	// MaxBodyBytes bounds a JSON or NDJSON produce body
+	// (max.request.bytes). Default 32 MiB.
 	MaxBodyBytes int64
+	// Limits bound records, headers, produce memory and acks=0 sends;
+	// zero fields take the defaults in api/limits.go.
+	Limits Limits
 	// Version is reported by GET /v1/cluster.
 	Version string
 	// OpenAPI is served at GET /openapi.yaml.
@@ -56,10 +60,13 @@ type Gateway struct {
 	sticky    stickyPartitioner
 	producers producerEpochs
 	metrics   *gatewayMetrics
+	limits    Limits     // opts.Limits with defaults
+	mem       *memBudget // produce memory (gateway.produce.memory.bytes)
+	acks0     sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // background sends (acks=0) and the server
+	wg     sync.WaitGroup // background sends (acks=0, at most cap(acks0)) and the server
 }
 
 // New builds a gateway and opens its listener; Start makes it serve.
@@ -71,7 +78,14 @@ func New(opts Options) (*Gateway, error) {
 		opts.Addr = "127.0.0.1:8080"
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = 32 << 20
+		opts.MaxBodyBytes = api.DefaultMaxRequestBytes
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, errors.New("gateway: negative MaxBodyBytes")
+	}
+	limits, err := opts.Limits.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -79,7 +93,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.OffsetsTopicPartitions == 0 {
 		opts.OffsetsTopicPartitions = 50
 	}
-	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics()}
+	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics(),
+		limits: limits, mem: &memBudget{limit: limits.ProduceMemoryBytes}, acks0: make(sendSlots, limits.Acks0MaxInFlight)}
+	g.metrics.reg.MustRegister(g.limitCollectors()...)
 	g.ln = opts.Listener
 	if g.ln == nil {
 		ln, err := net.Listen("tcp", opts.Addr)
@@ -121,8 +137,8 @@ func (g *Gateway) Start() {
 }
 
 // Close stops the gateway. Order: stop accepting and let in-flight requests
-// finish (5 s at most), end background work, stop the metadata view, drop
-// idle broker connections.
+// finish (5 s at most), end background work (acks=0 sends are cancelled and
+// waited for), stop the metadata view, drop idle broker connections.
 func (g *Gateway) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

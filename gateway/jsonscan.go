@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -18,9 +21,17 @@ import (
 // insignificant white space). This is the hot path of produce: at 100-byte
 // records it runs several times faster than decoding into structs.
 //
-// Fields the scanner does not know are validated and skipped, as
-// encoding/json skips unknown fields. Rare shapes (escaped keys, a headers
-// object) fall back to encoding/json for that part only.
+// It is stricter than encoding/json where a producer's mistake would
+// otherwise pass silently: a field it does not know (including a known one
+// in another case, such as "Value") and a field given twice are errors, not
+// skipped or overwritten. Rare shapes (escaped strings, invalid UTF-8 in
+// header text) fall back to encoding/json for that part only.
+//
+// It also enforces the per-request limits while it scans (parseLimits):
+// records per request, headers per record, and the memory the scan makes
+// the request hold, charged to the request's share of the gateway's produce
+// budget, so a body of millions of tiny records is refused before its
+// record table grows.
 
 // maxJSONDepth bounds nesting inside a value.
 const maxJSONDepth = 1000
@@ -31,11 +42,71 @@ type scanner struct {
 	err error
 	// spaced is set when the value just skipped held insignificant white space.
 	spaced bool
+	lim    *parseLimits
+}
+
+// parseLimits bound one request's scan. One value serves every scanner of a
+// request (NDJSON scans line by line).
+type parseLimits struct {
+	maxRecords   int // max.records.per.request
+	maxHeaders   int // max.headers.per.record
+	maxSequences int // entries of "sequences": the topic's partitions
+	// mem, when not nil, is charged for what the scan keeps: record and
+	// header table entries and copies of unescaped, decoded or compacted
+	// bytes. Charges are taken from it in steps of chargeStep; a charge
+	// that does not fit ends the scan with its error.
+	mem  *reservation
+	owed int64 // charged, not yet taken from mem
+}
+
+// chargeStep is how much a scan charges before it takes from the budget:
+// one atomic operation per 64 KiB, not one per record.
+const chargeStep = 64 << 10
+
+// What a scanned record and header cost beyond their bytes in the body,
+// until the request ends: the pending record (twice: a growing table has up
+// to half its capacity spare), its api.Record and api.RecordOffset, and its
+// share of the offsets answer (36 bytes); a header's table entry. Batches
+// are charged when they are encoded.
+var (
+	recordCost = int64(2*unsafe.Sizeof(pendingRecord{}) + unsafe.Sizeof(api.Record{}) + unsafe.Sizeof(api.RecordOffset{}) + 36)
+	headerCost = int64(unsafe.Sizeof(api.Header{}))
+)
+
+// settle takes what the scan still owes from the budget.
+func (l *parseLimits) settle() error {
+	if l.mem == nil || l.owed == 0 {
+		return nil
+	}
+	n := l.owed
+	l.owed = 0
+	return l.mem.grow(n)
+}
+
+// charge counts n bytes the scan keeps.
+func (s *scanner) charge(n int64) {
+	l := s.lim
+	if l.mem == nil {
+		return
+	}
+	l.owed += n
+	if l.owed >= chargeStep {
+		if err := l.settle(); err != nil && s.err == nil {
+			s.err = err
+		}
+	}
 }
 
 func (s *scanner) fail(format string, args ...any) {
 	if s.err == nil {
 		s.err = api.Errorf(api.CodeInvalidRequest, "invalid JSON at byte %d: "+format, append([]any{s.pos}, args...)...)
+	}
+}
+
+// failRecord refuses record i with INVALID_RECORD.
+func (s *scanner) failRecord(i int, format string, args ...any) {
+	if s.err == nil {
+		s.err = api.Errorf(api.CodeInvalidRecord, "record %d: "+format, append([]any{i}, args...)...)
 	}
 }
 
@@ -289,6 +360,7 @@ func (s *scanner) fieldValue() []byte {
 	if s.spaced && v != nil {
 		var b bytes.Buffer
 		if err := json.Compact(&b, v); err == nil {
+			s.charge(int64(b.Cap()))
 			return b.Bytes()
 		}
 	}
@@ -339,14 +411,51 @@ func (s *scanner) object(member func(key []byte)) {
 	}
 }
 
-// record scans one record object.
+// Fields of a record object, as bits of the set of those seen.
+const (
+	fieldKey = 1 << iota
+	fieldValue
+	fieldKeyB64
+	fieldValueB64
+	fieldPartition
+	fieldTimestamp
+	fieldHeaders
+)
+
+// record scans one record object, the i-th of its request.
 func (s *scanner) record(i int) pendingRecord {
 	pr := pendingRecord{partition: -1}
 	var keyB64, valueB64 []byte
 	var haveKeyB64, haveValueB64 bool
+	var seen uint8
 	s.object(func(key []byte) {
+		var f uint8
 		switch string(key) {
 		case "key":
+			f = fieldKey
+		case "value":
+			f = fieldValue
+		case "key_b64":
+			f = fieldKeyB64
+		case "value_b64":
+			f = fieldValueB64
+		case "partition":
+			f = fieldPartition
+		case "timestamp":
+			f = fieldTimestamp
+		case "headers":
+			f = fieldHeaders
+		default:
+			s.failRecord(i, "unknown field %q (a record has key, value, key_b64, value_b64, headers, partition, timestamp)", key)
+			return
+		}
+		if seen&f != 0 {
+			s.failRecord(i, "field %q appears twice", key)
+			return
+		}
+		seen |= f
+		switch f {
+		case fieldKey:
 			v := s.fieldValue()
 			switch {
 			case v == nil || string(v) == "null":
@@ -355,39 +464,22 @@ func (s *scanner) record(i int) pendingRecord {
 			default:
 				pr.key = v
 			}
-		case "value":
+		case fieldValue:
 			if v := s.fieldValue(); v != nil && string(v) != "null" {
 				pr.value = v
 			}
-		case "key_b64":
+		case fieldKeyB64:
 			keyB64, haveKeyB64 = s.b64Field()
-		case "value_b64":
+		case fieldValueB64:
 			valueB64, haveValueB64 = s.b64Field()
-		case "partition":
+		case fieldPartition:
 			if n, ok := s.optionalInt("partition", 0, 1<<31-1); ok {
 				pr.partition = int32(n)
 			}
-		case "timestamp":
+		case fieldTimestamp:
 			pr.timestamp, _ = s.optionalInt("timestamp", 0, 1<<62)
-		case "headers":
-			v := s.value(0)
-			if s.err == nil && string(v) != "null" {
-				var h map[string]string
-				if err := json.Unmarshal(v, &h); err != nil {
-					s.fail("record %d: headers must be an object of strings: %v", i, err)
-					return
-				}
-				keys := make([]string, 0, len(h))
-				for k := range h {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					pr.headers = append(pr.headers, api.Header{Key: k, Value: []byte(h[k])})
-				}
-			}
-		default:
-			s.value(0)
+		case fieldHeaders:
+			pr.headers = s.headers(i)
 		}
 	})
 	if s.err != nil {
@@ -400,6 +492,71 @@ func (s *scanner) record(i int) pendingRecord {
 		pr.value = decodeB64(s, valueB64, i, "value_b64")
 	}
 	return pr
+}
+
+// headers scans record i's headers object (or null), of string values,
+// into headers sorted by name; a name given twice is an error, as are more
+// than max.headers.per.record of them. A null value is an empty one.
+func (s *scanner) headers(i int) []api.Header {
+	switch s.peek() {
+	case 'n':
+		s.literal("null")
+		return nil
+	case '{':
+	default:
+		s.failRecord(i, "headers must be an object of strings")
+		return nil
+	}
+	var hs []api.Header
+	s.object(func(name []byte) {
+		if len(hs) == s.lim.maxHeaders {
+			s.failRecord(i, "more than %d headers (%s)", s.lim.maxHeaders, api.LimitMaxHeadersPerRecord)
+			return
+		}
+		var v []byte
+		switch s.peek() {
+		case 'n':
+			s.literal("null")
+			v = []byte{}
+		case '"':
+			raw, escaped := s.str()
+			v = s.text(raw, escaped)
+		default:
+			s.failRecord(i, "header %q is not a string", name)
+			return
+		}
+		k := string(s.text(name, false))
+		hs = append(hs, api.Header{Key: k, Value: v})
+		s.charge(headerCost + int64(len(k)))
+	})
+	if s.err != nil || len(hs) < 2 {
+		return hs
+	}
+	slices.SortFunc(hs, func(a, b api.Header) int { return strings.Compare(a.Key, b.Key) })
+	for j := 1; j < len(hs); j++ {
+		if hs[j-1].Key == hs[j].Key {
+			s.failRecord(i, "header %q appears twice", hs[j].Key)
+			return nil
+		}
+	}
+	return hs
+}
+
+// text returns a string's contents as the UTF-8 bytes encoding/json would
+// decode it to: raw itself when it holds no escape and is valid UTF-8 (the
+// common case, no copy), else a decoded copy, with each invalid byte
+// replaced by U+FFFD.
+func (s *scanner) text(raw []byte, escaped bool) []byte {
+	if !escaped && utf8.Valid(raw) {
+		return raw
+	}
+	var str string
+	if err := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &str); err != nil {
+		s.fail("bad string: %v", err)
+		return nil
+	}
+	s.charge(int64(len(str)))
+	return []byte(str)
 }
 
 // b64Field reads a string field holding base64; null counts as absent.
@@ -417,6 +574,7 @@ func (s *scanner) b64Field() ([]byte, bool) {
 
 func decodeB64(s *scanner, raw []byte, i int, field string) []byte {
 	out := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
+	s.charge(int64(len(out)))
 	n, err := base64.StdEncoding.Decode(out, raw)
 	if err != nil && s.err == nil {
 		s.err = api.Errorf(api.CodeInvalidRecord, "record %d: %s is not base64: %v", i, field, err)
@@ -457,6 +615,7 @@ func unquote(s *scanner, lit []byte) []byte {
 		s.fail("bad string: %v", err)
 		return nil
 	}
+	s.charge(int64(len(str)))
 	return []byte(str)
 }
 

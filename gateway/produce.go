@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,75 +13,83 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 const defaultProduceTimeout = 30 * time.Second
 
-// handleProduce is POST /v1/topics/{topic}/records.
-func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
-	topic := chi.URLParam(r, "topic")
+// produceParams are a produce request's query parameters.
+type produceParams struct {
+	acks    string // "all", "1" or "0"
+	timeout time.Duration
+}
+
+func parseProduceParams(r *http.Request) (produceParams, error) {
+	q := r.URL.Query()
+	pp := produceParams{acks: q.Get("acks"), timeout: defaultProduceTimeout}
+	switch pp.acks {
+	case "", "-1":
+		pp.acks = "all"
+	case "all", "1", "0":
+	default:
+		return pp, api.Errorf(api.CodeInvalidRequest, "acks=%q: want 0, 1 or all", pp.acks)
+	}
+	if s := q.Get("timeout_ms"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 || n > 300_000 {
+			return pp, api.Errorf(api.CodeInvalidRequest, "timeout_ms=%q: want 1 to 300000", s)
+		}
+		pp.timeout = time.Duration(n) * time.Millisecond
+	}
+	return pp, nil
+}
+
+// produceTopic returns the topic's metadata and parsed config.
+func (g *Gateway) produceTopic(topic string) (*cluster.TopicMeta, api.TopicConfig, error) {
 	tm, ok := g.view.Current().Topics[topic]
 	if !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
-		return
+		return nil, api.TopicConfig{}, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic)
 	}
 	if tm.Partitions() == 0 {
-		api.WriteError(w, api.Errorf(api.CodeInternal, "topic %q has no partitions in its record", topic))
-		return
+		return nil, api.TopicConfig{}, api.Errorf(api.CodeInternal, "topic %q has no partitions in its record", topic)
 	}
 	cfg, err := api.ParseTopicConfig(tm.Record.Configs, len(tm.Record.Replicas[0]))
 	if err != nil {
 		// The controller validated it at creation: this is the server's fault.
-		api.WriteError(w, api.Errorf(api.CodeInternal, "topic %q has an unusable stored config: %v", topic, err))
-		return
+		return nil, cfg, api.Errorf(api.CodeInternal, "topic %q has an unusable stored config: %v", topic, err)
 	}
-	q := r.URL.Query()
-	acks := q.Get("acks")
-	switch acks {
-	case "":
-		acks = "all"
-	case "all", "1", "0":
-	case "-1":
-		acks = "all"
-	default:
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "acks=%q: want 0, 1 or all", acks))
-		return
-	}
-	timeout := defaultProduceTimeout
-	if s := q.Get("timeout_ms"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 || n > 300_000 {
-			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "timeout_ms=%q: want 1 to 300000", s))
-			return
-		}
-		timeout = time.Duration(n) * time.Millisecond
-	}
+	return tm, cfg, nil
+}
 
-	recs, body, pf, err := g.readRecords(r, cfg)
+// handleProduce is POST /v1/topics/{topic}/records. Every byte the request
+// makes the gateway hold is taken from the produce memory budget first
+// (res), and given back when the request ends, or, for acks=0, when its
+// background sends end.
+func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
+	topic := chi.URLParam(r, "topic")
+	tm, cfg, err := g.produceTopic(topic)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	bodyReleased := false
-	releaseBody := func() {
-		if !bodyReleased {
-			bodyReleased = true
-			putBuf(body)
-		}
+	pp, err := parseProduceParams(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
 	}
-	defer releaseBody()
+	res := &reservation{b: g.mem}
+	defer res.release()
+	in, err := g.readRecords(r, cfg, tm.Partitions(), res)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	defer in.releaseBody(res)
+	recs := in.recs
 	defer func() { putPending(recs) }()
-	for i := range recs {
-		if n := recs[i].size(); n > cfg.MaxMessageBytes {
-			api.WriteError(w, api.Errorf(api.CodeRecordTooLarge, "record %d is %d bytes; max.message.bytes is %d", i, n, cfg.MaxMessageBytes))
-			return
-		}
-		// As Kafka: compaction keeps one record per key, so a record without
-		// one has no place in a compacted topic.
-		if cfg.Compact && recs[i].key == nil {
-			api.WriteError(w, api.Errorf(api.CodeInvalidRecord, "record %d has no key; topic %q is compacted (cleanup.policy=compact)", i, topic))
-			return
-		}
+	if err := checkRecords(topic, recs, cfg, time.Now().UnixMilli()); err != nil {
+		api.WriteError(w, err)
+		return
 	}
 	if err := g.assignPartitions(topic, recs, tm.Partitions()); err != nil {
 		api.WriteError(w, err)
@@ -90,9 +97,9 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	}
 
 	parts, order := groupByPartition(recs)
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), pp.timeout)
 	defer cancel()
-	seqs, err := g.checkProducer(ctx, pf, parts)
+	seqs, err := g.checkProducer(ctx, in.pf, parts)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -100,75 +107,186 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	opts := api.BatchOptions{Compression: cfg.Compression}
 	retriable := retriableBeforeWrite
 	if seqs != nil {
-		opts.ProducerID, opts.ProducerEpoch = *pf.id, *pf.epoch
+		opts.ProducerID, opts.ProducerEpoch = *in.pf.id, *in.pf.epoch
 		// Brokers deduplicate by sequence: even a send whose outcome is
 		// unknown can be sent again.
 		retriable = retriableIdempotent
 	}
-	batches := make([][]byte, len(parts))
-	bufs := make([]*[]byte, len(parts))
-	defer func() {
-		for _, bp := range bufs {
-			putBuf(bp)
+	bs := newPartitionBatches(len(parts))
+	defer bs.release()
+	if err := bs.encode(recs, parts, order, opts, seqs, res); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	// The batches hold copies of the records: the body can go back now.
+	in.releaseBody(res)
+
+	if pp.acks == "0" {
+		// Fire and forget: nothing is acknowledged, so nothing is promised.
+		g.sendAcks0(ctx, topic, parts, bs, pp.timeout, retriable, res)
+		offs := make([]api.RecordOffset, len(recs))
+		for i := range recs {
+			offs[i] = api.RecordOffset{Partition: recs[i].partition, Offset: -1}
 		}
-	}()
-	rs := getRecords(len(recs))
+		writeOffsets(w, offs)
+		return
+	}
+	results, errs := g.sendAll(ctx, topic, parts, pp.acks, bs.batches, retriable)
+	g.answerProduce(w, recs, parts, order, results, errs)
+}
+
+// checkRecords applies the topic's per-record rules: max.message.bytes,
+// the timestamp window, and a key on compacted topics.
+func checkRecords(topic string, recs []pendingRecord, cfg api.TopicConfig, now int64) error {
+	for i := range recs {
+		if n := recs[i].size(); n > cfg.MaxMessageBytes {
+			return api.Errorf(api.CodeRecordTooLarge, "record %d is %d bytes; max.message.bytes is %d", i, n, cfg.MaxMessageBytes)
+		}
+		if err := cfg.CheckTimestamp(recs[i].timestamp, now); err != nil {
+			return api.Errorf(api.CodeInvalidTimestamp, "record %d: %s", i, api.Classify(err).Message)
+		}
+		// As Kafka: compaction keeps one record per key, so a record without
+		// one has no place in a compacted topic.
+		if cfg.Compact && recs[i].key == nil {
+			return api.Errorf(api.CodeInvalidRecord, "record %d has no key; topic %q is compacted (cleanup.policy=compact)", i, topic)
+		}
+	}
+	return nil
+}
+
+// partitionBatches are a request's encoded batches, one per partition it
+// writes, in pooled buffers, with the budget bytes each holds.
+type partitionBatches struct {
+	batches [][]byte
+	bufs    []*[]byte
+	held    []int64
+}
+
+func newPartitionBatches(n int) *partitionBatches {
+	return &partitionBatches{batches: make([][]byte, n), bufs: make([]*[]byte, n), held: make([]int64, n)}
+}
+
+// encode builds one RecordBatch v2 per partition. Each buffer is sized for
+// its own partition's records, and its bytes are taken from res before it
+// is built.
+func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order map[int32][]int, opts api.BatchOptions, seqs map[int32]int32, res *reservation) error {
+	rs := getRecords(len(order[parts[0]]))
 	defer func() { putRecords(rs) }()
 	for j, p := range parts {
 		rs = rs[:0]
+		// At most what the batch takes: its header, and per record the
+		// bytes and their framing (length, attributes, timestamp and offset
+		// deltas, key, value and header lengths: at most 36 bytes, and 10 a
+		// header).
+		payload := int64(api.BatchHeaderSize)
 		for _, i := range order[p] {
 			rs = append(rs, api.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
+			payload += int64(recs[i].size()) + 36 + 10*int64(len(recs[i].headers))
 		}
-		bufs[j] = getBuf(len(*body) + 512)
+		// A compressed batch is built in a scratch buffer first.
+		need := payload
+		if opts.Compression != api.CompressionNone {
+			need *= 2
+		}
+		if err := res.grow(need); err != nil {
+			return err
+		}
+		bs.held[j] = need
+		bs.bufs[j] = getBuf(int(payload))
 		if seqs != nil {
 			opts.BaseSequence = seqs[p]
 		}
-		b, err := api.EncodeBatch(*bufs[j], rs, opts)
+		b, err := api.EncodeBatch(*bs.bufs[j], rs, opts)
 		if err != nil {
-			api.WriteError(w, err)
-			return
+			return err
 		}
-		*bufs[j] = b
-		batches[j] = b
+		*bs.bufs[j] = b
+		bs.batches[j] = b
+		if need > payload {
+			// The scratch buffer is back in its pool.
+			res.shrink(need - payload)
+			bs.held[j] = payload
+		}
 	}
-	// The batches hold copies of the records: the body can go back now.
-	releaseBody()
+	return nil
+}
 
-	resp := api.ProduceResponse{Offsets: make([]api.RecordOffset, len(recs))}
-	for i := range recs {
-		resp.Offsets[i] = api.RecordOffset{Partition: recs[i].partition, Offset: -1}
+// release returns the buffers the request still owns to the pool.
+func (bs *partitionBatches) release() {
+	for _, bp := range bs.bufs {
+		putBuf(bp)
 	}
-	if acks == "0" {
-		// Fire and forget: nothing is acknowledged, so nothing is promised.
-		for j, p := range parts {
-			g.wg.Add(1)
-			go func(p int32, b []byte) { // b is a copy: the pooled buffer goes back when the handler returns
-				defer g.wg.Done()
-				ctx, cancel := context.WithTimeout(g.ctx, timeout)
-				defer cancel()
-				if _, err := g.produceTo(ctx, topic, p, "1", b, retriable); err != nil {
-					g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)
-				}
-			}(p, bytes.Clone(batches[j]))
+}
+
+// sendAcks0 sends an acks=0 request's batches. Each partition's send runs
+// in the background when one of the gateway's acks=0 slots is free, owning
+// its batch and its share of res until it ends (Close waits for it and
+// cancels its context); the others are sent before the handler answers, so
+// a client that sends faster than the brokers take waits for its own sends.
+func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs *partitionBatches, timeout time.Duration, retriable func(error) bool, res *reservation) {
+	var inline []int
+	for j, p := range parts {
+		if !g.acks0.tryAcquire() {
+			inline = append(inline, j)
+			continue
 		}
-		writeJSON(w, http.StatusOK, resp)
+		bp, own := bs.bufs[j], res.split(bs.held[j])
+		bs.bufs[j] = nil // the goroutine returns it to the pool
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			defer g.acks0.release()
+			defer own.release()
+			defer putBuf(bp)
+			ctx, cancel := context.WithTimeout(g.ctx, timeout)
+			defer cancel()
+			if _, err := g.produceTo(ctx, topic, p, "1", *bp, retriable); err != nil {
+				g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)
+			}
+		}()
+	}
+	if len(inline) == 0 {
 		return
 	}
+	ps, batches := make([]int32, len(inline)), make([][]byte, len(inline))
+	for k, j := range inline {
+		ps[k], batches[k] = parts[j], bs.batches[j]
+	}
+	_, errs := g.sendAll(ctx, topic, ps, "1", batches, retriable)
+	for k, err := range errs {
+		if err != nil {
+			g.log.Debug("acks=0 produce failed", "topic", topic, "partition", ps[k], "err", err)
+		}
+	}
+}
 
+// sendAll sends each partition's batch to its leader, concurrently, and
+// waits for every answer.
+func (g *Gateway) sendAll(ctx context.Context, topic string, parts []int32, acks string, batches [][]byte, retriable func(error) bool) ([]brokerapi.ProduceResult, []error) {
 	results := make([]brokerapi.ProduceResult, len(parts))
 	errs := make([]error, len(parts))
 	if len(parts) == 1 {
 		results[0], errs[0] = g.produceTo(ctx, topic, parts[0], acks, batches[0], retriable)
-	} else {
-		var wg sync.WaitGroup
-		for j, p := range parts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j], retriable)
-			}()
-		}
-		wg.Wait()
+		return results, errs
+	}
+	var wg sync.WaitGroup
+	for j, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j], retriable)
+		}()
+	}
+	wg.Wait()
+	return results, errs
+}
+
+// answerProduce writes the offsets in request order, or, when a partition
+// failed, a ProduceErrorBody with the first failure's status.
+func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, parts []int32, order map[int32][]int, results []brokerapi.ProduceResult, errs []error) {
+	resp := api.ProduceResponse{Offsets: make([]api.RecordOffset, len(recs))}
+	for i := range recs {
+		resp.Offsets[i] = api.RecordOffset{Partition: recs[i].partition, Offset: -1}
 	}
 	var first *api.Error
 	for j, p := range parts {
@@ -230,21 +348,33 @@ func groupByPartition(recs []pendingRecord) ([]int32, map[int32][]int) {
 	return parts, order
 }
 
-// readRecords reads and parses the body by its media type, refusing oversized
-// bodies before buffering them. The records alias the returned pooled body,
-// which the caller releases with putBuf once they are encoded. Only a JSON
-// body can carry idempotent-producer fields.
-func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig) ([]pendingRecord, *[]byte, producerFields, error) {
-	var none producerFields
+// produceInput is a produce request's parsed body. The records alias the
+// pooled body, which goes back (with its budget bytes) at releaseBody, once
+// they are encoded.
+type produceInput struct {
+	recs     []pendingRecord
+	pf       producerFields // only a JSON body can carry idempotent-producer fields
+	body     *[]byte
+	bodyHeld int64 // budget bytes the body holds
+}
+
+func (in *produceInput) releaseBody(res *reservation) {
+	if in.body != nil {
+		putBuf(in.body)
+		res.shrink(in.bodyHeld)
+		in.body, in.bodyHeld = nil, 0
+	}
+}
+
+// readRecords reads and parses the body by its media type, within the
+// body, record and header limits, taking what it holds from res.
+func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions int, res *reservation) (produceInput, error) {
 	mt := mediaType(r)
 	switch mt {
 	case mediaOctet:
-		if r.ContentLength > int64(cfg.MaxMessageBytes) {
-			return nil, nil, none, api.Errorf(api.CodeRecordTooLarge, "record of %d bytes; max.message.bytes is %d", r.ContentLength, cfg.MaxMessageBytes)
-		}
-		bp, err := readLimited(r.Body, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge, r.ContentLength)
+		bp, held, err := g.readBody(r, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge, res)
 		if err != nil {
-			return nil, nil, none, err
+			return produceInput{}, err
 		}
 		q := r.URL.Query()
 		pr := pendingRecord{partition: -1, value: *bp}
@@ -255,70 +385,113 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig) ([]pendingRe
 			n, err := strconv.ParseInt(s, 10, 32)
 			if err != nil || n < 0 {
 				putBuf(bp)
-				return nil, nil, none, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
+				return produceInput{}, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
 			}
 			pr.partition = int32(n)
 		}
-		return []pendingRecord{pr}, bp, none, nil
+		recs := append(getPending(1), pr)
+		return produceInput{recs: recs, body: bp, bodyHeld: held}, nil
 	case mediaJSON, mediaNDJSON:
-		if r.ContentLength > g.opts.MaxBodyBytes {
-			return nil, nil, none, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway takes at most %d", r.ContentLength, g.opts.MaxBodyBytes)
-		}
-		bp, err := readLimited(r.Body, g.opts.MaxBodyBytes, api.CodeRequestTooLarge, r.ContentLength)
+		bp, held, err := g.readBody(r, g.opts.MaxBodyBytes, api.CodeRequestTooLarge, res)
 		if err != nil {
-			return nil, nil, none, err
+			return produceInput{}, err
 		}
-		var recs []pendingRecord
-		pf := none
+		in := produceInput{body: bp, bodyHeld: held}
+		lim := &parseLimits{maxRecords: g.limits.MaxRecordsPerRequest, maxHeaders: g.limits.MaxHeadersPerRecord,
+			maxSequences: partitions, mem: res}
 		if mt == mediaNDJSON {
-			recs, err = parseNDJSON(*bp)
+			in.recs, err = parseNDJSON(*bp, lim)
 		} else {
-			recs, pf, err = parseJSONBody(*bp)
+			in.recs, in.pf, err = parseJSONBody(*bp, lim)
 		}
 		if err != nil {
-			putBuf(bp)
-			return nil, nil, none, err
+			in.releaseBody(res)
+			return produceInput{}, err
 		}
-		return recs, bp, pf, nil
+		return in, nil
 	case "":
-		return nil, nil, none, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
+		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
 	default:
-		return nil, nil, none, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
+		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
 	}
 }
 
-// readLimited reads a whole body of at most limit bytes into a pooled buffer;
-// past limit it stops reading and returns code. sizeHint is the declared
-// Content-Length (-1 when unknown).
-func readLimited(body io.Reader, limit int64, code api.Code, sizeHint int64) (*[]byte, error) {
-	n := 64 << 10
-	if sizeHint >= 0 && sizeHint <= limit {
-		n = int(sizeHint) + 1
+// readBody reads a request body of at most limit bytes (else code) into a
+// pooled buffer, refusing by Content-Length before reading when it is
+// declared. The buffer is not sized from Content-Length: it starts at 64
+// KiB and doubles as bytes arrive, each step taken from res first, so a
+// client that declares 32 MiB and sends nothing holds 64 KiB. It returns
+// the budget bytes the body holds.
+func (g *Gateway) readBody(r *http.Request, limit int64, code api.Code, res *reservation) (*[]byte, int64, error) {
+	declared := r.ContentLength
+	if declared > limit {
+		return nil, 0, api.Errorf(code, "body of %d bytes; the limit is %d", declared, limit)
 	}
-	bp := getBuf(n)
+	if declared > g.mem.limit {
+		return nil, 0, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway's %s is %d", declared, api.LimitProduceMemoryBytes, g.mem.limit)
+	}
+	if declared > 0 && !g.mem.fits(declared) {
+		// Refuse now rather than after the client has sent it all.
+		return nil, 0, g.mem.busy()
+	}
+	// One byte past the end (limit or Content-Length) lets the last read
+	// see EOF, or a body longer than the limit.
+	ceiling := limit + 1
+	if declared >= 0 {
+		ceiling = declared + 1
+	}
+	return readGrowing(r.Body, limit, code, ceiling, res)
+}
+
+// readGrowing reads body into a pooled buffer that doubles from 64 KiB up
+// to ceiling, taking each step from res before it is used.
+func readGrowing(body io.Reader, limit int64, code api.Code, ceiling int64, res *reservation) (*[]byte, int64, error) {
+	held := min(64<<10, ceiling)
+	if err := res.grow(held); err != nil {
+		return nil, 0, err
+	}
+	bp := getBuf(int(held))
 	b := *bp
+	fail := func(err error) (*[]byte, int64, error) {
+		*bp = b
+		putBuf(bp)
+		res.shrink(held)
+		return nil, 0, err
+	}
 	r := io.LimitReader(body, limit+1)
 	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+		if int64(len(b)) == held {
+			next := min(2*held, ceiling)
+			if next == held {
+				// Only a body past limit fills the ceiling.
+				return fail(api.Errorf(code, "body exceeds %d bytes", limit))
+			}
+			if err := res.grow(next - held); err != nil {
+				return fail(err)
+			}
+			held = next
+			if int64(cap(b)) < held {
+				// The outgrown buffer is left to the collector: pooled, it
+				// would be the next request's first buffer, and be outgrown
+				// again.
+				nbp := getBuf(int(held))
+				bp, b = nbp, append(*nbp, b...)
+			}
 		}
-		m, err := r.Read(b[len(b):cap(b)])
+		m, err := r.Read(b[len(b):held])
 		b = b[:len(b)+m]
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			*bp = b
-			putBuf(bp)
-			return nil, api.Errorf(api.CodeInvalidRequest, "reading body: %v", err)
+			return fail(api.Errorf(api.CodeInvalidRequest, "reading body: %v", err))
 		}
 	}
 	*bp = b
 	if int64(len(b)) > limit {
-		putBuf(bp)
-		return nil, api.Errorf(code, "body exceeds %d bytes", limit)
+		return fail(api.Errorf(code, "body exceeds %d bytes", limit))
 	}
-	return bp, nil
+	return bp, held, nil
 }
 
 // writeOffsets writes a successful ProduceResponse. It is encoded by hand: a

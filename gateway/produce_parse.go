@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -40,18 +40,46 @@ func mediaType(r *http.Request) string {
 	return mt
 }
 
-// parseJSONBody reads {"records":[...]} bodies.
-func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
-	s := &scanner{b: body}
+// Top-level fields of a JSON produce body, as bits of the set of those seen.
+const (
+	bodyRecords = 1 << iota
+	bodyProducerID
+	bodyProducerEpoch
+	bodySequences
+)
+
+// parseJSONBody reads {"records":[...]} bodies within lim.
+func parseJSONBody(body []byte, lim *parseLimits) ([]pendingRecord, producerFields, error) {
+	s := &scanner{b: body, lim: lim}
 	var pf producerFields
-	recs := getPending(len(body)/128 + 1)
+	recs := getPending(min(len(body)/128+1, lim.maxRecords))
 	intInto := func(name string, lo, hi int64) *int64 {
 		n := s.intField(name, lo, hi)
 		return &n
 	}
+	var seen uint8
 	s.object(func(key []byte) {
+		var f uint8
 		switch string(key) {
 		case "records":
+			f = bodyRecords
+		case "producer_id":
+			f = bodyProducerID
+		case "producer_epoch":
+			f = bodyProducerEpoch
+		case "sequences":
+			f = bodySequences
+		default:
+			s.err = api.Errorf(api.CodeInvalidRequest, "unknown field %q (a body has records, producer_id, producer_epoch, sequences)", key)
+			return
+		}
+		if seen&f != 0 {
+			s.err = api.Errorf(api.CodeInvalidRequest, "field %q appears twice", key)
+			return
+		}
+		seen |= f
+		switch f {
+		case bodyRecords:
 			if s.peek() == 'n' {
 				s.literal("null")
 				return
@@ -60,35 +88,89 @@ func parseJSONBody(body []byte) ([]pendingRecord, producerFields, error) {
 				s.expect('[')
 				return
 			}
-			s.list(']', func() { recs = append(recs, s.record(len(recs))) })
-		case "producer_id":
+			s.list(']', func() {
+				if len(recs) == lim.maxRecords {
+					s.err = api.Errorf(api.CodeTooManyRecords, "more than %d records (%s)", lim.maxRecords, api.LimitMaxRecordsPerRequest)
+					return
+				}
+				s.charge(recordCost)
+				recs = append(recs, s.record(len(recs)))
+			})
+		case bodyProducerID:
 			pf.id = intInto("producer_id", 1, 1<<62)
-		case "producer_epoch":
+		case bodyProducerEpoch:
 			e := int16(*intInto("producer_epoch", 0, 1<<15-1))
 			pf.epoch = &e
-		case "sequences":
-			v := s.value(0)
-			if s.err == nil && json.Unmarshal(v, &pf.sequences) != nil {
-				s.err = api.Errorf(api.CodeInvalidRequest, `"sequences" must map partition numbers to integers`)
-			}
-		default:
-			s.value(0)
+		case bodySequences:
+			pf.sequences = s.sequences()
 		}
 	})
 	s.end()
+	if s.err == nil {
+		s.err = lim.settle()
+	}
 	if s.err != nil {
+		putPending(recs)
 		return nil, pf, s.err
 	}
 	if len(recs) == 0 {
+		putPending(recs)
 		return nil, pf, api.Errorf(api.CodeInvalidRequest, `body has no "records"`)
 	}
 	return recs, pf, nil
 }
 
-// parseNDJSON reads one record object per line; blank lines are skipped.
-func parseNDJSON(body []byte) ([]pendingRecord, error) {
-	out := getPending(bytes.Count(body, []byte{'\n'}) + 1)
+// sequences scans the "sequences" object (or null): partition numbers, as
+// strings, to int32 sequence numbers, at most one per partition of the topic.
+func (s *scanner) sequences() map[string]int32 {
+	bad := func() {
+		if s.err == nil {
+			s.err = api.Errorf(api.CodeInvalidRequest, `"sequences" must map partition numbers to integers`)
+		}
+	}
+	switch s.peek() {
+	case 'n':
+		s.literal("null")
+		return nil
+	case '{':
+	default:
+		bad()
+		return nil
+	}
+	seqs := map[string]int32{}
+	s.object(func(name []byte) {
+		if len(seqs) == s.lim.maxSequences {
+			s.err = api.Errorf(api.CodeInvalidRequest, `"sequences" has more than %d entries, one per partition of the topic`, s.lim.maxSequences)
+			return
+		}
+		k := string(s.text(name, false))
+		if _, dup := seqs[k]; dup {
+			s.err = api.Errorf(api.CodeInvalidRequest, `"sequences" names partition %q twice`, k)
+			return
+		}
+		v := s.value(0)
+		if s.err != nil {
+			return
+		}
+		n, err := strconv.ParseInt(string(v), 10, 32)
+		if err != nil {
+			bad()
+			return
+		}
+		seqs[k] = int32(n)
+	})
+	return seqs
+}
+
+// parseNDJSON reads one record object per line within lim; blank lines are
+// skipped.
+func parseNDJSON(body []byte, lim *parseLimits) ([]pendingRecord, error) {
+	out := getPending(min(len(body)/128+1, lim.maxRecords))
 	line := 0
+	fail := func(err error) ([]pendingRecord, error) {
+		putPending(out)
+		return nil, err
+	}
 	for len(body) > 0 {
 		line++
 		var l []byte
@@ -100,16 +182,27 @@ func parseNDJSON(body []byte) ([]pendingRecord, error) {
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		s := &scanner{b: l}
+		if len(out) == lim.maxRecords {
+			return fail(api.Errorf(api.CodeTooManyRecords, "more than %d records (%s)", lim.maxRecords, api.LimitMaxRecordsPerRequest))
+		}
+		s := scanner{b: l, lim: lim}
+		s.charge(recordCost)
 		pr := s.record(len(out))
 		s.end()
 		if s.err != nil {
-			return nil, api.Errorf(api.CodeInvalidRecord, "line %d: %s", line, api.Classify(s.err).Message)
+			e := api.Classify(s.err)
+			if e.Code == api.CodeInvalidRequest || e.Code == api.CodeInvalidRecord {
+				e = api.Errorf(api.CodeInvalidRecord, "line %d: %s", line, e.Message)
+			}
+			return fail(e)
 		}
 		out = append(out, pr)
 	}
+	if err := lim.settle(); err != nil {
+		return fail(err)
+	}
 	if len(out) == 0 {
-		return nil, api.Errorf(api.CodeInvalidRequest, "body has no records")
+		return fail(api.Errorf(api.CodeInvalidRequest, "body has no records"))
 	}
 	return out, nil
 }
