@@ -52,6 +52,7 @@ const (
 	CodeProducerFenced        Code = "PRODUCER_FENCED"
 	CodeUnknownProducer       Code = "UNKNOWN_PRODUCER_ID"
 	CodeStorageError          Code = "STORAGE_ERROR"
+	CodeRemoteCorrupt         Code = "REMOTE_CORRUPT"
 	CodeBrokerUnavailable     Code = "BROKER_UNAVAILABLE"
 	CodeRequestTimedOut       Code = "REQUEST_TIMED_OUT"
 	CodeTooManyRequests       Code = "TOO_MANY_REQUESTS"
@@ -102,6 +103,7 @@ var table = map[Code]Spec{
 	CodeProducerFenced:        {409, false, "a newer epoch of this producer id exists"},
 	CodeUnknownProducer:       {400, false, "the producer id was never issued"},
 	CodeStorageError:          {503, true, "the partition's disk failed; it is read-only until repaired"},
+	CodeRemoteCorrupt:         {503, true, "a tiered segment or its index read back from the object store fails its checks; nothing past it is served, and a retry reads the objects again"},
 	CodeBrokerUnavailable:     {503, true, "the broker that owns the partition cannot be reached"},
 	CodeRequestTimedOut:       {504, true, "the request did not complete within its timeout; it may or may not have been written"},
 	CodeTooManyRequests:       {429, true, "the server is shedding load"},
@@ -179,6 +181,7 @@ var (
 	ErrNotLeader          = &Error{Code: CodeNotLeader}
 	ErrNotEnoughReplicas  = &Error{Code: CodeNotEnoughReplicas}
 	ErrStorage            = &Error{Code: CodeStorageError}
+	ErrRemoteCorrupt      = &Error{Code: CodeRemoteCorrupt}
 	ErrRequestTimedOut    = &Error{Code: CodeRequestTimedOut}
 	ErrBrokerUnavailable  = &Error{Code: CodeBrokerUnavailable}
 	ErrFencedLeaderEpoch  = &Error{Code: CodeFencedLeaderEpoch}

@@ -30,6 +30,8 @@ var (
 		"1 when a disk error made the partition read-only.", partitionLabels, nil)
 	descController = prometheus.NewDesc("sluice_broker_controller",
 		"1 when this broker is the controller.", nil, nil)
+	descTierCorrupt = prometheus.NewDesc("sluice_tier_corrupt_reads_total",
+		"Reads of tiered segments refused because an object failed its checks (REMOTE_CORRUPT), by object: index or log.", []string{"object"}, nil)
 )
 
 var partitionLabels = []string{"topic", "partition"}
@@ -37,7 +39,7 @@ var partitionLabels = []string{"topic", "partition"}
 type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descController} {
+	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descController, descTierCorrupt} {
 		ch <- d
 	}
 }
@@ -53,6 +55,11 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		return 0
 	}
 	gauge(descController, b2f(c.b.ctl.isActive()))
+	if c.b.cold != nil {
+		st := c.b.cold.Stats()
+		ch <- prometheus.MustNewConstMetric(descTierCorrupt, prometheus.CounterValue, float64(st.CorruptIndexes), "index")
+		ch <- prometheus.MustNewConstMetric(descTierCorrupt, prometheus.CounterValue, float64(st.CorruptLogs), "log")
+	}
 	for _, p := range c.b.parts.all() {
 		l := []string{p.Topic, strconv.Itoa(int(p.ID))}
 		pos := p.positions()

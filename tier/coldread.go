@@ -2,10 +2,11 @@ package tier
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -15,6 +16,14 @@ import (
 // the next chunk for sequential consumers. Its object-store traffic is bounded
 // (MaxConcurrent GETs at once) so that a consumer replaying history cannot
 // starve producers or local reads of CPU, memory or connections.
+//
+// It trusts nothing it reads back: an index is checked against its segment's
+// record before use, and every byte range against the index (whole batches,
+// good CRCs, the offsets and positions the index gives) before it is served.
+// A segment that fails is REMOTE_CORRUPT (retriable), counted in Stats, and
+// dropped from the caches, so a repaired object is read again; nothing past
+// it is served, so a reader never skips it. Memory is bounded by the record,
+// never by what an object claims.
 type ColdReader struct {
 	bucket  Bucket
 	chunk   int64
@@ -26,6 +35,22 @@ type ColdReader struct {
 	wg      sync.WaitGroup
 	indexMu sync.Mutex              // guards indexes
 	indexes map[string][]indexEntry // by segment ID; small, kept for every segment read
+
+	forgets        atomic.Uint64 // Forget calls; a chunk fetched across one is not cached
+	corruptIndexes atomic.Int64
+	corruptLogs    atomic.Int64
+}
+
+// ColdReaderStats counts what a ColdReader found since it started.
+type ColdReaderStats struct {
+	// CorruptIndexes counts index objects (or records) that failed their
+	// checks; CorruptLogs byte ranges of log objects that did.
+	CorruptIndexes, CorruptLogs int64
+}
+
+// Stats returns the reader's counts.
+func (r *ColdReader) Stats() ColdReaderStats {
+	return ColdReaderStats{CorruptIndexes: r.corruptIndexes.Load(), CorruptLogs: r.corruptLogs.Load()}
 }
 
 // ColdReaderOptions tune a ColdReader; zero values take the defaults.
@@ -63,8 +88,9 @@ func (r *ColdReader) Close() {
 
 // Read returns whole batches of seg starting with the one that holds offset,
 // up to maxBytes (at least one batch), and the offset to read next. Store
-// failures come back as BROKER_UNAVAILABLE (retriable): the consumer tries
-// again; nothing else waits on it.
+// failures come back as BROKER_UNAVAILABLE and objects that fail their checks
+// as REMOTE_CORRUPT (both retriable): the consumer tries again; nothing else
+// waits on it.
 func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxBytes int64) ([]byte, int64, error) {
 	idx, err := r.index(ctx, seg)
 	if err != nil {
@@ -103,7 +129,26 @@ func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxByt
 	}
 	buf, err := r.readRange(ctx, seg, start, end)
 	if err != nil {
+		if errors.Is(err, api.ErrRemoteCorrupt) {
+			err = r.corrupt(seg, &r.corruptLogs, err)
+		}
 		return nil, offset, err
+	}
+	good, err := verifyRange(seg, buf, start, idx[first:last+1], next)
+	if err != nil {
+		if good == 0 {
+			return nil, offset, r.corrupt(seg, &r.corruptLogs, err)
+		}
+		// Serve the whole batches before the bad one; the reader's next
+		// fetch starts at it and gets the error. Nothing is skipped.
+		r.Forget(seg)
+		return buf[:idx[first+good].pos-start], idx[first+good].offset, nil
+	}
+	// Sequential consumers come back for what follows: fetch the next few
+	// chunks now.
+	lastChunk := (end - 1) / r.chunk
+	for c := lastChunk + 1; c <= lastChunk+readAheadChunks && c*r.chunk < seg.Size; c++ {
+		r.readAhead(seg, c)
 	}
 	return buf, next, nil
 }
@@ -133,11 +178,6 @@ func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, en
 		hi := min(end-c*r.chunk, int64(len(data)))
 		out = append(out, data[lo:hi]...)
 	}
-	// Sequential consumers come back for what follows: fetch the next few
-	// chunks now.
-	for next := last + 1; next <= last+readAheadChunks && next*r.chunk < seg.Size; next++ {
-		r.readAhead(seg, next)
-	}
 	return out, nil
 }
 
@@ -158,18 +198,29 @@ func (r *ColdReader) chunkOf(ctx context.Context, seg RemoteSegment, c int64) ([
 	if data, ok := r.cache.get(key); ok { // filled while we waited
 		return data, nil
 	}
+	gen := r.forgets.Load()
 	off := c * r.chunk
 	n := min(r.chunk, seg.Size-off)
 	rc, err := r.bucket.GetRange(ctx, seg.LogKey(), off, n)
+	if errors.Is(err, ErrInvalidRange) {
+		return nil, corruptf("%s ends before byte %d; its record says %d bytes", seg.LogKey(), off, seg.Size)
+	}
 	if err != nil {
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "object store: %v", err)
 	}
 	defer rc.Close()
 	data := make([]byte, n)
-	if _, err := io.ReadFull(rc, data); err != nil {
+	if k, err := io.ReadFull(rc, data); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, corruptf("%s ends at byte %d; its record says %d bytes", seg.LogKey(), off+int64(k), seg.Size)
+		}
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "object store read of %s cut short: %v", seg.LogKey(), err)
 	}
-	r.cache.put(key, data)
+	if r.forgets.Load() == gen {
+		// A Forget since the GET began may be for this segment: its bytes
+		// still serve this read but are not cached over the drop.
+		r.cache.put(key, data)
+	}
 	return data, nil
 }
 
@@ -222,6 +273,11 @@ func (r *ColdReader) index(ctx context.Context, seg RemoteSegment) ([]indexEntry
 	if ok {
 		return idx, nil
 	}
+	// The record bounds what is read: IndexSize, itself bounded by the log
+	// object's size, and one byte more to see an object longer than that.
+	if err := checkRecord(seg); err != nil {
+		return nil, r.corrupt(seg, &r.corruptIndexes, err)
+	}
 	rc, err := r.bucket.Get(ctx, seg.IndexKey())
 	if err != nil {
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "object store: %v", err)
@@ -231,12 +287,9 @@ func (r *ColdReader) index(ctx context.Context, seg RemoteSegment) ([]indexEntry
 	if err != nil {
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "object store read of %s cut short: %v", seg.IndexKey(), err)
 	}
-	if int64(len(b)) != seg.IndexSize {
-		return nil, api.Errorf(api.CodeStorageError, "%s holds %d bytes, its record says %d", seg.IndexKey(), len(b), seg.IndexSize)
-	}
-	idx, err = decodeIndex(b)
+	idx, err = decodeIndex(b, seg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrStorage, err)
+		return nil, r.corrupt(seg, &r.corruptIndexes, err)
 	}
 	r.indexMu.Lock()
 	r.indexes[seg.ID] = idx
@@ -244,8 +297,19 @@ func (r *ColdReader) index(ctx context.Context, seg RemoteSegment) ([]indexEntry
 	return idx, nil
 }
 
-// Forget drops what is cached for a segment that retention deleted.
+// corrupt counts a segment that failed its checks and drops what is cached
+// of it, so the next read fetches its objects again.
+func (r *ColdReader) corrupt(seg RemoteSegment, counter *atomic.Int64, err error) error {
+	counter.Add(1)
+	r.Forget(seg)
+	r.log.Warn("tiered segment fails its checks; not served", "key", seg.Key, "base", seg.Base, "next", seg.Next, "err", err)
+	return err
+}
+
+// Forget drops what is cached for a segment: one that retention deleted, or
+// one found corrupt.
 func (r *ColdReader) Forget(seg RemoteSegment) {
+	r.forgets.Add(1)
 	r.indexMu.Lock()
 	delete(r.indexes, seg.ID)
 	r.indexMu.Unlock()

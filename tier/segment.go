@@ -2,9 +2,7 @@ package tier
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/sluice-io/sluice/commitlog"
 )
@@ -59,36 +57,6 @@ var (
 	ErrFenced        = errors.New("tier: the uploader no longer leads the partition")
 	ErrGap           = errors.New("tier: the local log does not continue where the remote segments end")
 )
-
-// The remote offset index is a flat array of 16-byte big-endian entries, one
-// per batch: absolute base offset (int64), byte position in the log object
-// (int64). Exact (one entry per batch), so a cold read needs no scanning.
-const remoteIndexEntry = 16
-
-type indexEntry struct{ offset, pos int64 }
-
-func encodeIndex(entries []indexEntry) []byte {
-	b := make([]byte, len(entries)*remoteIndexEntry)
-	for i, e := range entries {
-		binary.BigEndian.PutUint64(b[i*remoteIndexEntry:], uint64(e.offset))
-		binary.BigEndian.PutUint64(b[i*remoteIndexEntry+8:], uint64(e.pos))
-	}
-	return b
-}
-
-func decodeIndex(b []byte) ([]indexEntry, error) {
-	if len(b)%remoteIndexEntry != 0 {
-		return nil, fmt.Errorf("tier: remote index of %d bytes is not whole entries", len(b))
-	}
-	out := make([]indexEntry, len(b)/remoteIndexEntry)
-	for i := range out {
-		out[i] = indexEntry{int64(binary.BigEndian.Uint64(b[i*remoteIndexEntry:])), int64(binary.BigEndian.Uint64(b[i*remoteIndexEntry+8:]))}
-		if i > 0 && (out[i].offset <= out[i-1].offset || out[i].pos <= out[i-1].pos) {
-			return nil, fmt.Errorf("tier: remote index entries out of order at %d", i)
-		}
-	}
-	return out, nil
-}
 
 // Covering returns the record that holds offset, or false.
 func Covering(segs []RemoteSegment, offset int64) (RemoteSegment, bool) {
