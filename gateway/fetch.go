@@ -85,9 +85,15 @@ func (g *Gateway) parseFetchParams(r *http.Request) (fetchParams, error) {
 	return fp, nil
 }
 
-// retriableRead: reads are idempotent, so any retriable failure is retried.
+// retriableRead: reads are idempotent, so any retriable failure is retried,
+// except REMOTE_CORRUPT: every retry would fetch the same damaged objects
+// from the store again, so the client gets it at once and backs off.
 func retriableRead(err error) bool {
-	return brokerapi.NotSent(err) || api.Classify(err).Retriable()
+	if brokerapi.NotSent(err) {
+		return true
+	}
+	e := api.Classify(err)
+	return e.Retriable() && e.Code != api.CodeRemoteCorrupt
 }
 
 // resolveOffset turns "earliest"/"latest"/N into a number, asking the leader.
@@ -156,7 +162,7 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 	}
 	res.NextOffset = max(fr.NextOffset, offset)
 	full := true
-	_, err = api.ScanBatches(raw, false, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
+	err = scanFetched(raw, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
 		if !full {
 			return nil
 		}
@@ -181,6 +187,21 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 		return res, err
 	}
 	return res, nil
+}
+
+// scanFetched calls fn for each batch of raw, a broker's fetch answer, and
+// fails when raw is not whole batches back to back. A broker answers whole
+// batches only (a local read stops at a batch boundary, a cold read is
+// checked against its index), so bytes left over are a torn batch or one
+// whose header does not parse: the fetch fails with CORRUPT_RECORD rather
+// than answer nothing, or step past the batch, at the broker's next offset.
+func scanFetched(raw []byte, fn func(h api.BatchHeader, b []byte) error) error {
+	n, err := api.ScanBatches(raw, false, fn)
+	if err != nil || n == len(raw) {
+		return err
+	}
+	_, err = api.VerifyBatch(raw[n:])
+	return api.Errorf(api.CodeCorruptRecord, "fetched bytes %d to %d are not a whole batch: %v", n, len(raw), err)
 }
 
 // toFetched renders a record for JSON: JSON values inline, other bytes as base64.
