@@ -10,11 +10,16 @@ package api
 // Limit names. Gateway limits are options of a gateway process; topic
 // limits are topic configs (see configSpecs), set per topic at creation.
 const (
-	LimitMaxRequestBytes      = "max.request.bytes"
-	LimitMaxRecordsPerRequest = "max.records.per.request"
-	LimitMaxHeadersPerRecord  = "max.headers.per.record"
-	LimitProduceMemoryBytes   = "gateway.produce.memory.bytes"
-	LimitAcks0MaxInFlight     = "gateway.acks0.max.in.flight"
+	LimitMaxRequestBytes       = "max.request.bytes"
+	LimitMaxRecordsPerRequest  = "max.records.per.request"
+	LimitMaxHeadersPerRecord   = "max.headers.per.record"
+	LimitProduceMemoryBytes    = "gateway.produce.memory.bytes"
+	LimitAcks0MaxInFlight      = "gateway.acks0.max.in.flight"
+	LimitWriteTimeoutMs        = "gateway.write.timeout.ms"
+	LimitWSPingIntervalMs      = "gateway.ws.ping.interval.ms"
+	LimitWSIdleTimeoutMs       = "gateway.ws.idle.timeout.ms"
+	LimitWSMaxConnections      = "gateway.ws.max.connections"
+	LimitWSMaxConnectionsPerIP = "gateway.ws.max.connections.per.ip"
 )
 
 // Scopes of a limit.
@@ -47,6 +52,26 @@ const (
 	// the background at once (one per partition written); past it, a
 	// request's sends run before it is answered, as with acks=1.
 	DefaultAcks0MaxInFlight = 128
+	// DefaultWriteTimeoutMs is how long a response may take to write once
+	// its long poll is over (fetch records and batches, group polls), and
+	// each WebSocket frame; a client that reads slower is disconnected, so
+	// one that stops reading holds its goroutine and buffers no longer.
+	DefaultWriteTimeoutMs = 30_000
+	// DefaultWSPingIntervalMs is how often the gateway pings each
+	// WebSocket client. A client without credit sends nothing and is sent
+	// nothing; its answers to pings are what keep it connected.
+	DefaultWSPingIntervalMs = 30_000
+	// DefaultWSIdleTimeoutMs is how long the gateway waits for the answer
+	// to a ping; a client that does not answer is disconnected (without a
+	// close handshake: it is not listening).
+	DefaultWSIdleTimeoutMs = 60_000
+	// DefaultWSMaxConnections bounds the open WebSocket streams and group
+	// members of one gateway; past it an upgrade is refused before it
+	// happens with TOO_MANY_REQUESTS (429, Retry-After).
+	DefaultWSMaxConnections = 10_000
+	// DefaultWSMaxConnectionsPerIP bounds them per client IP address (the
+	// TCP peer's: a proxy in front counts as one client).
+	DefaultWSMaxConnectionsPerIP = 1_000
 	// DefaultTimestampAfterMaxMs is how far ahead of the gateway's clock a
 	// record's timestamp may be (Kafka 4's default for
 	// message.timestamp.after.max.ms, one hour); later is INVALID_TIMESTAMP.
@@ -61,7 +86,7 @@ type Limit struct {
 	Name    string
 	Scope   string // LimitScopeGateway or LimitScopeTopic
 	Default int64
-	Unit    string // "bytes", "records", "headers", "sends" or "ms"
+	Unit    string // "bytes", "records", "headers", "sends", "connections" or "ms"
 	// Refusal is the error code a request past the limit gets.
 	Refusal Code
 	Doc     string
@@ -80,6 +105,16 @@ func Limits() []Limit {
 			"memory all produce requests of a gateway may hold at once (bodies, record tables, batches, acks=0 sends in flight)"},
 		{LimitAcks0MaxInFlight, LimitScopeGateway, DefaultAcks0MaxInFlight, "sends", "",
 			"acks=0 batches sent in the background at once; past it a request's sends finish before its answer"},
+		{LimitWriteTimeoutMs, LimitScopeGateway, DefaultWriteTimeoutMs, "ms", "",
+			"how long a fetch or group poll response may take to write after its long poll, and each WebSocket frame; a slower reader is disconnected"},
+		{LimitWSPingIntervalMs, LimitScopeGateway, DefaultWSPingIntervalMs, "ms", "",
+			"how often the gateway pings each WebSocket client"},
+		{LimitWSIdleTimeoutMs, LimitScopeGateway, DefaultWSIdleTimeoutMs, "ms", "",
+			"how long the gateway waits for the answer to a ping before it disconnects the client"},
+		{LimitWSMaxConnections, LimitScopeGateway, DefaultWSMaxConnections, "connections", CodeTooManyRequests,
+			"open WebSocket streams and group members of one gateway; past it an upgrade is refused"},
+		{LimitWSMaxConnectionsPerIP, LimitScopeGateway, DefaultWSMaxConnectionsPerIP, "connections", CodeTooManyRequests,
+			"open WebSockets of one client IP address (the TCP peer's)"},
 		{ConfigMaxMessageBytes, LimitScopeTopic, DefaultMaxMessageBytes, "bytes", CodeRecordTooLarge,
 			"the largest record: key, value and headers"},
 		{ConfigTimestampAfterMaxMs, LimitScopeTopic, DefaultTimestampAfterMaxMs, "ms", CodeInvalidTimestamp,

@@ -233,6 +233,9 @@ func toFetched(r *api.Record) api.FetchedRecord {
 	return fr
 }
 
+// fetchRetryBudget is what a fetch may spend on retries beyond its long poll.
+const fetchRetryBudget = 30 * time.Second
+
 // startFetch parses a fetch request and resolves its offset. The context
 // bounds the whole request: the long poll plus 30 s for retries.
 func (g *Gateway) startFetch(r *http.Request) (context.Context, context.CancelFunc, fetchParams, int64, error) {
@@ -240,7 +243,7 @@ func (g *Gateway) startFetch(r *http.Request) (context.Context, context.CancelFu
 	if err != nil {
 		return nil, nil, fp, 0, err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), fp.wait+fetchRetryBudget)
 	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
 	if err != nil {
 		cancel()
@@ -258,13 +261,15 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
+	g.setWriteDeadline(w, fp.wait+fetchRetryBudget)
 	g.metrics.fetchRequests.WithLabelValues("records").Inc()
 	res, err := g.fetchRecords(ctx, fp, offset)
 	if err != nil {
+		g.setWriteDeadline(w, 0)
 		api.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	g.writeJSONWithin(w, http.StatusOK, res)
 }
 
 // handleFetchBatches is GET .../batches: raw RecordBatch v2 bytes relayed from
@@ -276,6 +281,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
+	g.setWriteDeadline(w, fp.wait+fetchRetryBudget)
 	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
 		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
 	})
@@ -284,6 +290,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fr.Body.Close()
+	g.setWriteDeadline(w, 0) // the poll is over: the body within the write timeout
 	h := w.Header()
 	h.Set("Content-Type", api.ContentTypeBatches)
 	h.Set("Content-Length", strconv.FormatInt(fr.Size, 10))

@@ -35,6 +35,9 @@ type Options struct {
 	// Limits bound records, headers, produce memory and acks=0 sends;
 	// zero fields take the defaults in api/limits.go.
 	Limits Limits
+	// Streams bound write times and WebSocket connections, pings and
+	// idle clients; zero fields take the defaults in api/limits.go.
+	Streams StreamLimits
 	// Version is reported by GET /v1/cluster.
 	Version string
 	// OpenAPI is served at GET /openapi.yaml.
@@ -63,6 +66,7 @@ type Gateway struct {
 	limits    Limits     // opts.Limits with defaults
 	mem       *memBudget // produce memory (gateway.produce.memory.bytes)
 	acks0     sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
+	wsConns   *wsConns   // open WebSockets: limits, pings, shutdown
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -87,6 +91,10 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	streams, err := opts.Streams.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -96,6 +104,8 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics(),
 		limits: limits, mem: &memBudget{limit: limits.ProduceMemoryBytes}, acks0: make(sendSlots, limits.Acks0MaxInFlight)}
 	g.metrics.reg.MustRegister(g.limitCollectors()...)
+	g.wsConns = newWSConns(streams)
+	g.metrics.reg.MustRegister(g.wsConns.collectors()...)
 	g.ln = opts.Listener
 	if g.ln == nil {
 		ln, err := net.Listen("tcp", opts.Addr)
@@ -110,9 +120,9 @@ func New(opts Options) (*Gateway, error) {
 	g.srv = &http.Server{
 		Handler:           g.Routes(),
 		ReadHeaderTimeout: 10 * time.Second,
-		// Bodies are bounded by MaxBodyBytes. No WriteTimeout: long polls are
-		// bounded by max_wait_ms (30 s at most) and WebSockets by their
-		// per-frame write deadline.
+		// Bodies are bounded by MaxBodyBytes. No WriteTimeout: fetch and
+		// group poll handlers set a deadline of their long poll plus
+		// gateway.write.timeout.ms, and WebSockets one per frame.
 		ReadTimeout:    2 * time.Minute,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
@@ -136,15 +146,27 @@ func (g *Gateway) Start() {
 	}()
 }
 
-// Close stops the gateway. Order: stop accepting and let in-flight requests
-// finish (5 s at most), end background work (acks=0 sends are cancelled and
-// waited for), stop the metadata view, drop idle broker connections.
+// Close stops the gateway. Order: refuse new WebSockets and close the open
+// ones with 1001, stop accepting and let in-flight requests finish (5 s at
+// most), wait for the WebSocket handlers (15 s at most), end background
+// work (acks=0 sends are cancelled and waited for), stop the metadata view,
+// drop idle broker connections.
 func (g *Gateway) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// WebSockets first: new upgrades are refused and every stream closes
+	// with 1001 (going away) while the server drains, so their clients
+	// reconnect elsewhere at once. net/http does not track them (hijacked).
+	g.wsConns.shutdown()
 	err := g.srv.Shutdown(ctx)
 	if err != nil {
 		g.srv.Close()
+	}
+	// Their handlers end after a close handshake (10 s at most) and, for
+	// group members, a leave (5 s), which needs g.ctx: wait before
+	// cancelling it.
+	if !g.wsConns.wait(15 * time.Second) {
+		g.log.Warn("WebSocket handlers still running after shutdown")
 	}
 	g.cancel()
 	g.wg.Wait()

@@ -56,12 +56,14 @@ func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), pp.wait+groupBudget)
 	defer cancel()
+	g.setWriteDeadline(w, pp.wait+groupBudget)
 	res, err := g.groupPoll(ctx, group, member, pp)
 	if err != nil {
+		g.setWriteDeadline(w, 0)
 		api.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	g.writeJSONWithin(w, http.StatusOK, res)
 }
 
 func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollParams) (api.GroupPollResponse, error) {

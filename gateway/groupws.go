@@ -27,7 +27,9 @@ import (
 // {"committed":[…],"commit":"<cursor>"} answering a commit; an error frame
 // {"error":{…},"commit":"<cursor>"} answering a commit that failed (the
 // stream goes on); an error frame without "commit" ends the stream with
-// close status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"}.
+// close status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"};
+// anything else (credit outside 0 < N <= 2^40, a binary frame, junk) closes
+// with 1008, and gateway shutdown with 1001, after the member has left.
 
 // wsGroupFrame is a client frame.
 type wsGroupFrame struct {
@@ -80,6 +82,13 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	// Admitted before the join, so a refused client is not a member.
+	release, err := g.wsConns.admit(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	defer release()
 	joinCtx, cancel := groupCtx(r)
 	joined, err := g.join(joinCtx, group, req, api.MemberKindWS)
 	cancel()
@@ -96,10 +105,15 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	m := &wsMember{g: g, conn: conn, group: group, id: joined.MemberID,
 		heartbeat: time.Duration(joined.HeartbeatIntervalMs) * time.Millisecond, more: make(chan struct{}, 1)}
 	m.credit.Store(credit)
-	ctx, cancelRun := context.WithCancel(r.Context())
+	ctx, cancelRun, done := g.wsConns.open(r.Context(), conn)
 	defer cancelRun()
-	go m.readFrames(ctx, cancelRun)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		m.readFrames(ctx, cancelRun)
+	}()
 	err = m.run(ctx, joined.Assignment, joined.Grants, joined.MemberEpoch)
+	done()
 	// Leave first, so the partitions move at once and not after a session.
 	g.leaveDetached(group, joined.MemberID)
 	var ae *api.Error
@@ -109,8 +123,9 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	case err != nil && ctx.Err() == nil:
 		m.fail(api.Classify(err))
 	default:
-		conn.Close(websocket.StatusNormalClosure, "")
+		g.wsConns.closeStream(conn)
 	}
+	<-readerDone // ends with the connection
 }
 
 // leaveDetached removes a member on a context of its own (the request's may
@@ -126,8 +141,9 @@ func (g *Gateway) leaveDetached(group, member string) {
 // wsMember is one WebSocket group member. Two goroutines: the handler's
 // (run: polls, heartbeats, writes records and assignment frames) and
 // readFrames (the only reader: credit, and commits, which it answers itself;
-// coder/websocket allows concurrent writes). readFrames ends with the
-// connection and cancels run's context.
+// coder/websocket allows concurrent writes; it also takes the answers to
+// the gateway's pings). readFrames ends with the connection and cancels
+// run's context; the handler waits for it before it returns.
 type wsMember struct {
 	g         *Gateway
 	conn      *websocket.Conn
@@ -140,7 +156,9 @@ type wsMember struct {
 func (m *wsMember) readFrames(ctx context.Context, cancel context.CancelFunc) {
 	defer cancel()
 	for {
-		typ, b, err := m.conn.Read(ctx)
+		// Without a deadline, as in wsStream.readCredits: the handler's
+		// close ends it.
+		typ, b, err := m.conn.Read(context.Background())
 		if err != nil {
 			return
 		}
@@ -257,7 +275,7 @@ func (m *wsMember) sendAssignment(ctx context.Context, a []api.TopicPartition, g
 }
 
 func (m *wsMember) write(ctx context.Context, b []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.g.wsConns.lim.WriteTimeout)
 	defer cancel()
 	return m.conn.Write(ctx, websocket.MessageText, b)
 }

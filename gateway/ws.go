@@ -26,11 +26,19 @@ import (
 //
 // An error ends the stream with a text frame {"error":{...}} and a close
 // status of 4000 + the error's HTTP status (4416: offset out of range), with
-// the error code as the close reason.
+// the error code as the close reason. A credit frame that is not
+// {"credit":N} with 0 < N <= 2^40 closes it with 1008 (policy violation);
+// gateway shutdown closes it with 1001 (going away).
+//
+// A stream at the end of its partition long-polls the leader for as long
+// as the broker allows (wsIdlePollWait): the broker answers as soon as a
+// record arrives, so the length of the poll costs no latency, and an idle
+// consumer with credit makes one broker request per 30 s instead of one
+// per 5 s. Polls that found records use wsPollWait.
 const (
 	wsPollWait     = 5 * time.Second
+	wsIdlePollWait = maxWait
 	wsMaxFrameRecs = 1000
-	wsWriteTimeout = 30 * time.Second
 	maxCredit      = 1 << 40
 )
 
@@ -54,6 +62,12 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "format=%q: want json or binary", f))
 		return
 	}
+	release, err := g.wsConns.admit(r)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	defer release()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return // Accept wrote the HTTP error
@@ -61,10 +75,15 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 	conn.SetReadLimit(4096)
 	s := &wsStream{g: g, conn: conn, fp: fp, binary: binary, more: make(chan struct{}, 1)}
 	s.credit.Store(credit)
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel, done := g.wsConns.open(r.Context(), conn)
 	defer cancel()
-	go s.readCredits(ctx, cancel)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		s.readCredits(cancel)
+	}()
 	err = s.stream(ctx)
+	done()
 	var ae *api.Error
 	switch {
 	case errors.As(err, &ae):
@@ -72,13 +91,15 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 	case err != nil && ctx.Err() == nil:
 		s.fail(api.Classify(err))
 	default:
-		conn.Close(websocket.StatusNormalClosure, "")
+		g.wsConns.closeStream(conn)
 	}
+	<-readerDone // ends with the connection
 }
 
 // wsStream is one WebSocket consumer. Two goroutines: the handler's (stream,
-// the only writer) and readCredits (the only reader), which ends with the
-// connection and cancels the stream's context.
+// the only writer) and readCredits (the only reader, which also takes the
+// answers to the gateway's pings), which ends with the connection and
+// cancels the stream's context; the handler waits for it before it returns.
 type wsStream struct {
 	g      *Gateway
 	conn   *websocket.Conn
@@ -89,10 +110,13 @@ type wsStream struct {
 }
 
 // readCredits reads {"credit":N} messages until the connection ends.
-func (s *wsStream) readCredits(ctx context.Context, cancel context.CancelFunc) {
+func (s *wsStream) readCredits(cancel context.CancelFunc) {
 	defer cancel()
 	for {
-		typ, b, err := s.conn.Read(ctx)
+		// Without a deadline: a read whose context ends closes the
+		// connection, and the handler's close handshake (1001 at shutdown)
+		// needs it open. The handler closes the connection, which ends this.
+		typ, b, err := s.conn.Read(context.Background())
 		if err != nil {
 			return
 		}
@@ -117,6 +141,7 @@ func (s *wsStream) stream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	wait := wsPollWait
 	for {
 		for s.credit.Load() <= 0 {
 			select {
@@ -127,9 +152,9 @@ func (s *wsStream) stream(ctx context.Context) error {
 		}
 		var next int64
 		if s.binary {
-			next, err = s.sendBatches(ctx, offset)
+			next, err = s.sendBatches(ctx, offset, wait)
 		} else {
-			next, err = s.sendRecords(ctx, offset)
+			next, err = s.sendRecords(ctx, offset, wait)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -137,20 +162,27 @@ func (s *wsStream) stream(ctx context.Context) error {
 			}
 			return err
 		}
+		// Nothing came: the stream is at the partition's end, where the
+		// longest poll costs least and answers as soon as a record lands.
+		wait = wsPollWait
+		if next == offset {
+			wait = wsIdlePollWait
+		}
 		offset = next
 	}
 }
 
-// wsFetchTimeout bounds one poll, retries included, so a failure that keeps
-// being retriable ends the stream with its error instead of spinning.
-const wsFetchTimeout = wsPollWait + 30*time.Second
+// wsRetryBudget bounds one poll's retries beyond its wait, so a failure
+// that keeps being retriable ends the stream with its error instead of
+// spinning.
+const wsRetryBudget = 30 * time.Second
 
-func (s *wsStream) sendRecords(ctx context.Context, offset int64) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, wsFetchTimeout)
+func (s *wsStream) sendRecords(ctx context.Context, offset int64, wait time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+wsRetryBudget)
 	defer cancel()
 	fp := s.fp
 	fp.maxRecords = int(min(s.credit.Load(), wsMaxFrameRecs))
-	fp.wait = wsPollWait
+	fp.wait = wait
 	res, err := s.g.fetchRecords(ctx, fp, offset)
 	if err != nil || len(res.Records) == 0 {
 		return res.NextOffset, err
@@ -166,11 +198,11 @@ func (s *wsStream) sendRecords(ctx context.Context, offset int64) (int64, error)
 	return res.NextOffset, nil
 }
 
-func (s *wsStream) sendBatches(ctx context.Context, offset int64) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, wsFetchTimeout)
+func (s *wsStream) sendBatches(ctx context.Context, offset int64, wait time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+wsRetryBudget)
 	defer cancel()
 	fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: s.fp.maxBytes, MaxWait: wsPollWait, LeaderEpoch: -1,
+		Offset: offset, MaxBytes: s.fp.maxBytes, MaxWait: wait, LeaderEpoch: -1,
 	})
 	if err != nil {
 		return offset, err
@@ -201,8 +233,10 @@ func (s *wsStream) sendBatches(ctx context.Context, offset int64) (int64, error)
 	return next, nil
 }
 
+// write sends one frame within the write timeout; past it the connection
+// is closed, so a client that stops reading costs no more than that.
 func (s *wsStream) write(ctx context.Context, typ websocket.MessageType, b []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.g.wsConns.lim.WriteTimeout)
 	defer cancel()
 	return s.conn.Write(ctx, typ, b)
 }

@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+// Write deadlines (gateway.write.timeout.ms). The server has no
+// WriteTimeout, since a long poll may legitimately wait before it writes;
+// instead each long-polling handler sets its connection's deadline to its
+// poll plus the write timeout when it starts, and again to the write
+// timeout alone once the poll is over and the answer is encoded. A client
+// that stops reading then gets its connection closed, and the handler's
+// goroutine and buffers go with it. WebSocket frames have a deadline each
+// (wsStream.write).
+
+// setWriteDeadline sets the connection's write deadline to wait plus the
+// write timeout from now, through http.ResponseController: the
+// ResponseWriter is not wrapped, so sendfile and splice still apply.
+// net/http clears the deadline when the response is done.
+func (g *Gateway) setWriteDeadline(w http.ResponseWriter, wait time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + g.wsConns.lim.WriteTimeout))
+}
+
+// writeJSONWithin is writeJSON for the answer of a long poll: the write
+// timeout starts once the answer is encoded, not before.
+func (g *Gateway) writeJSONWithin(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	g.setWriteDeadline(w, 0)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
