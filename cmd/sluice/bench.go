@@ -48,6 +48,9 @@ type benchConfig struct {
 }
 
 func runBench(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "ws" {
+		return benchWS(ctx, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
 		return errors.New("usage: sluice bench produce|consume [flags]")
 	}

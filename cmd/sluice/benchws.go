@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-io/sluice"
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/gateway"
+)
+
+// benchWS is `sluice bench ws`: what an idle WebSocket consumer costs a
+// gateway. It runs an embedded cluster (one broker and a gateway) in this
+// process and opens --connections idle partition streams from a child
+// process (this binary again, with --client), so that the clients' memory
+// is not counted; it reports the process's heap and RSS, and goroutines,
+// per connection, and the delivery latency of a new record to one more
+// consumer while the idle ones are open.
+func benchWS(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench ws", flag.ContinueOnError)
+	n := fs.Int("connections", 10_000, "idle WebSocket consumers to open")
+	credit := fs.Int("credit", 0, "credit each consumer grants; with credit an idle stream long-polls its partition's leader (a broker connection each), without it it only answers pings")
+	partitions := fs.Int("partitions", 8, "partitions of the topic the consumers spread over")
+	hold := fs.Duration("hold", 3*time.Second, "how long the consumers stay open before memory is measured")
+	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *client != "" {
+		return benchWSClient(*client, *n, *credit, *partitions)
+	}
+	if *n < 1 || *partitions < 1 {
+		return errors.New("--connections and --partitions must be >= 1")
+	}
+	url, stop, err := startWSBenchCluster(*n)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := ensureTopic(url, "bench-ws", *partitions, 1, nil); err != nil {
+		return err
+	}
+	// A consumer that is not idle: it measures how soon a new record
+	// reaches a stream that waits at the partition's end.
+	probe, err := dialProbe(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer probe.CloseNow()
+	lat0, err := probeLatency(ctx, url, probe, 10)
+	if err != nil {
+		return err
+	}
+	before := measureProcess()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(*n),
+		"--credit", strconv.Itoa(*credit), "--partitions", strconv.Itoa(*partitions))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		return fmt.Errorf("client process: %q %v", line, err)
+	}
+	opened := time.Since(start)
+	open, err := scrapeGauge(url, "sluice_gateway_ws_connections")
+	if err != nil {
+		return err
+	}
+	time.Sleep(*hold)
+	during := measureProcess()
+	lat, err := probeLatency(ctx, url, probe, 10)
+	if err != nil {
+		return err
+	}
+
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("client process: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if v, err := scrapeGauge(url, "sluice_gateway_ws_connections"); err == nil && v <= 1 {
+			break
+		}
+	}
+	time.Sleep(time.Second)
+	after := measureProcess()
+
+	per := func(a, b int64) float64 { return float64(b-a) / float64(*n) / 1024 }
+	fmt.Printf("%d idle WebSocket consumers (credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+		*n, *credit, *partitions, opened.Round(time.Millisecond), open-1)
+	fmt.Printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
+	for _, m := range []struct {
+		name string
+		m    processMeasure
+	}{{"before", before}, {"open", during}, {"closed", after}} {
+		fmt.Printf("%-8s %12d %12d %11d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines)
+	}
+	fmt.Printf("per idle connection: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f (gateway, and broker long polls when --credit > 0)\n",
+		per(before.heap, during.heap), per(before.rss, during.rss), float64(during.goroutines-before.goroutines)/float64(*n))
+	fmt.Printf("new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
+		lat0[len(lat0)/2], lat0[len(lat0)-1], lat[len(lat)/2], lat[len(lat)-1])
+	return nil
+}
+
+// startWSBenchCluster runs one broker and a gateway that admits n
+// WebSockets from one address, in this process, on a temporary directory.
+func startWSBenchCluster(n int) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-ws-")
+	if err != nil {
+		return "", nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := coord.NewMemStore(coord.MemOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := broker.New(broker.Options{ID: 1, DataDir: filepath.Join(dir, "broker-1"), Coord: store.Session(), Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		return "", nil, err
+	}
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log,
+		Streams: gateway.StreamLimits{MaxConnections: n + 1, MaxConnectionsPerIP: n + 1}})
+	if err != nil {
+		return "", nil, err
+	}
+	gw.Start()
+	url := "http://" + gw.Addr()
+	if err := waitBrokers(ctx, url, 1); err != nil {
+		return "", nil, err
+	}
+	return url, func() {
+		gw.Close()
+		b.Close()
+		store.Close()
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// benchWSClient opens n idle consumers, reading each (so pings are
+// answered), prints "ready" and holds them until stdin ends.
+func benchWSClient(url string, n, credit, partitions int) error {
+	ws := "ws" + strings.TrimPrefix(url, "http")
+	conns := make([]*websocket.Conn, n)
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// offset=0 is the end of the empty partitions; "latest" would
+			// ask the broker, and a burst of those fills the gateway's pool
+			// of broker connections (up to 256, ~320 KiB of buffers each),
+			// which outlives the consumers and is not theirs.
+			c, _, err := websocket.Dial(ctx, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/ws?offset=0&credit=%d", ws, i%partitions, credit), nil)
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("connection %d: %w", i, err)
+				}
+				errMu.Unlock()
+				return
+			}
+			conns[i] = c
+			go func() {
+				for {
+					if _, _, err := c.Read(context.Background()); err != nil {
+						return
+					}
+				}
+			}()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.CloseNow()
+	}
+	return nil
+}
+
+// dialProbe opens the latency probe: a JSON stream on partition 0 with
+// plenty of credit.
+func dialProbe(ctx context.Context, url string) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/v1/topics/bench-ws/partitions/0/ws?offset=latest&credit=1000000", nil)
+	return c, err
+}
+
+// probeLatency produces rounds single records to partition 0, each after
+// the probe's stream has gone back to waiting, and returns the sorted
+// times from the produce request's start to the record's arrival.
+func probeLatency(ctx context.Context, url string, probe *websocket.Conn, rounds int) ([]time.Duration, error) {
+	var out []time.Duration
+	body, _ := json.Marshal(map[string]any{"records": []map[string]any{{"value": "probe", "partition": 0}}})
+	for range rounds {
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		resp, err := http.Post(url+"/v1/topics/bench-ws/records", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("produce: HTTP %d", resp.StatusCode)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, b, err := probe.Read(rctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("probe: %w", err)
+		}
+		var fr api.FetchResponse
+		if json.Unmarshal(b, &fr) != nil || len(fr.Records) != 1 {
+			return nil, fmt.Errorf("probe frame %s", b)
+		}
+		out = append(out, time.Since(start))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+type processMeasure struct {
+	heap, rss  int64
+	goroutines int
+}
+
+// measureProcess collects garbage, returns freed memory to the OS and
+// reads the live heap, the resident set and the goroutine count.
+func measureProcess() processMeasure {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m := processMeasure{heap: int64(ms.HeapAlloc), goroutines: runtime.NumGoroutine()}
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				m.rss = kb << 10
+			}
+		}
+	}
+	return m
+}
+
+// scrapeGauge reads one unlabelled sample from a gateway's /metrics.
+func scrapeGauge(url, name string) (float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s/metrics", name, url)
+}
