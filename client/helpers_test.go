@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // fastRetry keeps tests that exercise retries quick.
@@ -183,14 +184,8 @@ func (r *tcpRelay) cut() int {
 	return n
 }
 
-// waitFor polls cond every 10 ms until it holds or d passes.
+// waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // sessionControl is what the suite needs from an implementation beyond Coordinator.
@@ -161,13 +163,7 @@ func waitState(t *testing.T, ch <-chan SessionState, want SessionState) {
 // eventually polls cond until it holds or waitFor passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, waitFor, what, cond)
 }
 
 func testCreateGetSetDelete(t *testing.T, newSession newSessionFunc) {

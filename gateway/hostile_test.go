@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // The tests in this file play careless and hostile clients against the
@@ -96,13 +97,7 @@ func (c client) metric(name string) float64 {
 // waitUntil polls cond until it holds or d passes.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }
 
 // allocatedDuring is how many bytes the process allocated while f ran.

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -124,13 +125,7 @@ func (r *runningSink) stop(t *testing.T) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }
 
 // produceKeyed produces n records over keys k0..k(keys-1), every
