@@ -20,31 +20,52 @@ import (
 // Client calls brokers' internal APIs. It is safe for concurrent use and keeps
 // connections to each broker alive across calls.
 type Client struct {
+	// HTTP carries produce requests: large bodies, so large write buffers.
 	HTTP *http.Client
+	// Reads carries everything else: fetches (long polls, many at once, each
+	// holding its connection while it waits), offsets, groups, admin. Small
+	// write buffers, since these requests have small bodies, keep an idle
+	// long poll cheap.
+	Reads *http.Client
 }
 
-// NewClient returns a client with a transport tuned for many concurrent calls to
-// a handful of brokers on a fast network.
+// NewClient returns a client with transports tuned for many concurrent calls
+// to a handful of brokers on a fast network.
 func NewClient() *Client {
-	tr := &http.Transport{
+	dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	produce := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		// Raw batches are already compressed where the producer asked for it.
 		DisableCompression:    true,
-		ResponseHeaderTimeout: 0, // long polls set their own deadlines via ctx
+		ResponseHeaderTimeout: 0, // produce waits for acks; ctx bounds it
 		// Produce bodies are ~100 KiB batches: a large write buffer sends one
 		// in a few syscalls instead of 4 KiB at a time.
 		WriteBufferSize: 256 << 10,
-		ReadBufferSize:  64 << 10,
+		ReadBufferSize:  16 << 10,
 	}
-	return &Client{HTTP: &http.Client{Transport: tr}}
+	reads := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dial,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       30 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0, // long polls set their own deadlines via ctx
+		WriteBufferSize:       4 << 10,
+		ReadBufferSize:        64 << 10,
+	}
+	return &Client{HTTP: &http.Client{Transport: produce}, Reads: &http.Client{Transport: reads}}
 }
 
 // Close drops idle connections.
-func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.HTTP.CloseIdleConnections()
+	c.Reads.CloseIdleConnections()
+}
 
 func expand(addr, route string, topic string, partition int32) string {
 	p := strings.Replace(route, "{topic}", url.PathEscape(topic), 1)
@@ -55,7 +76,11 @@ func expand(addr, route string, topic string, partition int32) string {
 // do runs a request and classifies transport failures as BROKER_UNAVAILABLE
 // (or the ctx's error) and non-2xx answers as the *api.Error they carry.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
-	resp, err := c.HTTP.Do(req)
+	hc := c.Reads
+	if req.Method == http.MethodPost && req.Header.Get("Content-Type") == api.ContentTypeBatches {
+		hc = c.HTTP
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%w: %v", api.ErrRequestTimedOut, ctxErr)

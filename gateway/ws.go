@@ -214,7 +214,9 @@ func (s *wsStream) sendBatches(ctx context.Context, offset int64, wait time.Dura
 	}
 	credit := s.credit.Load()
 	end, next, sent := 0, offset, int64(0)
-	_, err = api.ScanBatches(raw, false, func(h api.BatchHeader, b []byte) error {
+	// Bytes that are not whole batches fail the stream (retriable), never
+	// make it fetch the same offset again at once.
+	err = scanFetched(raw, func(h api.BatchHeader, b []byte) error {
 		if sent >= credit {
 			return nil
 		}
