@@ -162,8 +162,19 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 	}
 	res.NextOffset = max(fr.NextOffset, offset)
 	full := true
+	// max_bytes bounds what the broker sends, which may be compressed; it
+	// bounds what this answer decodes and renders too: once the records
+	// taken hold max_bytes, the next batch is left for the next fetch. (One
+	// batch decodes whole, and a batch decodes to at most
+	// api.MaxUncompressedBatchSize.)
+	var decoded int64
 	err = scanFetched(raw, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
 		if !full {
+			return nil
+		}
+		if decoded >= fp.maxBytes && len(res.Records) > 0 {
+			full = false
+			res.NextOffset = max(h.BaseOffset, offset)
 			return nil
 		}
 		_, recs, err := api.DecodeBatch(b)
@@ -174,11 +185,12 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 			if recs[i].Offset < offset {
 				continue
 			}
-			if len(res.Records) == fp.maxRecords {
+			if len(res.Records) == fp.maxRecords || (decoded >= fp.maxBytes && len(res.Records) > 0) {
 				full = false
 				res.NextOffset = recs[i].Offset
 				return nil
 			}
+			decoded += recordSize(&recs[i])
 			res.Records = append(res.Records, toFetched(&recs[i]))
 		}
 		return nil
@@ -187,6 +199,15 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 		return res, err
 	}
 	return res, nil
+}
+
+// recordSize is a decoded record's key, value and headers in bytes.
+func recordSize(r *api.Record) int64 {
+	n := int64(len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
 }
 
 // scanFetched calls fn for each batch of raw, a broker's fetch answer, and
