@@ -69,6 +69,7 @@ const (
 	CodeUnknownGroup        Code = "UNKNOWN_GROUP"
 	CodeNoOffset            Code = "NO_OFFSET_FOR_PARTITION"
 	CodeGroupMaxSize        Code = "GROUP_MAX_SIZE_REACHED"
+	CodePolicyViolation     Code = "POLICY_VIOLATION"
 )
 
 var table = map[Code]Spec{
@@ -120,6 +121,7 @@ var table = map[Code]Spec{
 	CodeUnknownGroup:        {404, false, "the group does not exist"},
 	CodeNoOffset:            {409, false, "no committed offset for the partition and auto_offset_reset is none"},
 	CodeGroupMaxSize:        {409, false, "the group has as many members as it may hold"},
+	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

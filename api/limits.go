@@ -10,22 +10,24 @@ package api
 // Limit names. Gateway limits are options of a gateway process; topic
 // limits are topic configs (see configSpecs), set per topic at creation.
 const (
-	LimitMaxRequestBytes       = "max.request.bytes"
-	LimitMaxRecordsPerRequest  = "max.records.per.request"
-	LimitMaxHeadersPerRecord   = "max.headers.per.record"
-	LimitProduceMemoryBytes    = "gateway.produce.memory.bytes"
-	LimitAcks0MaxInFlight      = "gateway.acks0.max.in.flight"
-	LimitWriteTimeoutMs        = "gateway.write.timeout.ms"
-	LimitWSPingIntervalMs      = "gateway.ws.ping.interval.ms"
-	LimitWSIdleTimeoutMs       = "gateway.ws.idle.timeout.ms"
-	LimitWSMaxConnections      = "gateway.ws.max.connections"
-	LimitWSMaxConnectionsPerIP = "gateway.ws.max.connections.per.ip"
+	LimitMaxRequestBytes        = "max.request.bytes"
+	LimitMaxRecordsPerRequest   = "max.records.per.request"
+	LimitMaxHeadersPerRecord    = "max.headers.per.record"
+	LimitProduceMemoryBytes     = "gateway.produce.memory.bytes"
+	LimitAcks0MaxInFlight       = "gateway.acks0.max.in.flight"
+	LimitWriteTimeoutMs         = "gateway.write.timeout.ms"
+	LimitWSPingIntervalMs       = "gateway.ws.ping.interval.ms"
+	LimitWSIdleTimeoutMs        = "gateway.ws.idle.timeout.ms"
+	LimitWSMaxConnections       = "gateway.ws.max.connections"
+	LimitWSMaxConnectionsPerIP  = "gateway.ws.max.connections.per.ip"
+	LimitMaxPartitionsPerBroker = "max.partitions.per.broker"
 )
 
 // Scopes of a limit.
 const (
 	LimitScopeGateway = "gateway" // an option of each gateway process
 	LimitScopeTopic   = "topic"   // a topic config
+	LimitScopeBroker  = "broker"  // an option of each broker process (the controller's applies)
 )
 
 // Defaults of the limits above.
@@ -72,6 +74,12 @@ const (
 	// DefaultWSMaxConnectionsPerIP bounds them per client IP address (the
 	// TCP peer's: a proxy in front counts as one client).
 	DefaultWSMaxConnectionsPerIP = 1_000
+	// DefaultMaxPartitionsPerBroker bounds the partition replicas one
+	// broker holds (each costs open segment files, index memory and a
+	// follower or leader loop): a topic creation that would place more on
+	// any broker is refused with POLICY_VIOLATION (400). Kafka's guidance
+	// is a few thousand per broker.
+	DefaultMaxPartitionsPerBroker = 4_000
 	// DefaultTimestampAfterMaxMs is how far ahead of the gateway's clock a
 	// record's timestamp may be (Kafka 4's default for
 	// message.timestamp.after.max.ms, one hour); later is INVALID_TIMESTAMP.
@@ -86,7 +94,7 @@ type Limit struct {
 	Name    string
 	Scope   string // LimitScopeGateway or LimitScopeTopic
 	Default int64
-	Unit    string // "bytes", "records", "headers", "sends", "connections" or "ms"
+	Unit    string // "bytes", "records", "headers", "sends", "connections", "partitions" or "ms"
 	// Refusal is the error code a request past the limit gets.
 	Refusal Code
 	Doc     string
@@ -115,6 +123,8 @@ func Limits() []Limit {
 			"open WebSocket streams and group members of one gateway; past it an upgrade is refused"},
 		{LimitWSMaxConnectionsPerIP, LimitScopeGateway, DefaultWSMaxConnectionsPerIP, "connections", CodeTooManyRequests,
 			"open WebSockets of one client IP address (the TCP peer's)"},
+		{LimitMaxPartitionsPerBroker, LimitScopeBroker, DefaultMaxPartitionsPerBroker, "partitions", CodePolicyViolation,
+			"partition replicas one broker may hold; a topic creation that would place more on any broker is refused"},
 		{ConfigMaxMessageBytes, LimitScopeTopic, DefaultMaxMessageBytes, "bytes", CodeRecordTooLarge,
 			"the largest record: key, value and headers"},
 		{ConfigTimestampAfterMaxMs, LimitScopeTopic, DefaultTimestampAfterMaxMs, "ms", CodeInvalidTimestamp,

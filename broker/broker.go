@@ -74,6 +74,11 @@ type Options struct {
 	// PeerAddresses overrides the registered address of other brokers when
 	// this one dials them (address translation, proxies). Default none.
 	PeerAddresses map[int32]string
+	// MaxPartitionsPerBroker bounds the partition replicas any broker may
+	// hold: the controller refuses a topic creation past it
+	// (POLICY_VIOLATION). Default api.DefaultMaxPartitionsPerBroker (4,000);
+	// negative: no bound.
+	MaxPartitionsPerBroker int
 	// GroupLagInterval is how often the group coordinators here measure
 	// their groups' lag for the metrics. Default 10 s.
 	GroupLagInterval time.Duration
@@ -122,6 +127,9 @@ func (o *Options) validate() error {
 	}
 	if o.TierInterval == 0 {
 		o.TierInterval = 5 * time.Second
+	}
+	if o.MaxPartitionsPerBroker == 0 {
+		o.MaxPartitionsPerBroker = api.DefaultMaxPartitionsPerBroker
 	}
 	if o.GroupLagInterval == 0 {
 		o.GroupLagInterval = 10 * time.Second
@@ -212,7 +220,8 @@ func New(opts Options) (*Broker, error) {
 			}
 		},
 	})
-	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log, rebalanceEvery: opts.LeaderRebalanceInterval, sweep: b.sweepTopic}
+	b.ctl = &controller{self: opts.ID, c: opts.Coord, view: b.view, log: b.log, rebalanceEvery: opts.LeaderRebalanceInterval, sweep: b.sweepTopic,
+		maxPartitionsPerBroker: opts.MaxPartitionsPerBroker}
 	b.srv = &http.Server{
 		Handler:           b.routes(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -35,6 +35,9 @@ type controller struct {
 	// sweep deletes a deleted topic's objects from the object store in the
 	// background (nil without one).
 	sweep func(topic, topicID string)
+	// maxPartitionsPerBroker bounds the partition replicas a topic creation
+	// may bring any broker to.
+	maxPartitionsPerBroker int
 
 	mu           sync.Mutex // guards the fields below
 	active       bool
@@ -185,6 +188,9 @@ func (ctl *controller) createTopic(ctx context.Context, req api.CreateTopicReque
 		return err
 	}
 	rec := api.TopicRecord{ID: newTopicID(), Replicas: assignReplicas(brokers, req.Partitions, req.ReplicationFactor), Configs: req.Configs}
+	if err := checkPartitionBudget(md, rec.Replicas, ctl.maxPartitionsPerBroker); err != nil {
+		return err
+	}
 	if rec.Configs == nil {
 		rec.Configs = map[string]string{}
 	}
@@ -302,4 +308,34 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// checkPartitionBudget refuses an assignment that would bring a broker past
+// max partition replicas (POLICY_VIOLATION): every replica costs the broker
+// open segment files, index memory and a leader or follower loop.
+func checkPartitionBudget(md *cluster.Metadata, assignment [][]int32, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	held := map[int32]int{}
+	for _, t := range md.Topics {
+		for _, replicas := range t.Record.Replicas {
+			for _, id := range replicas {
+				held[id]++
+			}
+		}
+	}
+	adds := map[int32]int{}
+	for _, replicas := range assignment {
+		for _, id := range replicas {
+			adds[id]++
+		}
+	}
+	for id, n := range adds {
+		if held[id]+n > max {
+			return api.Errorf(api.CodePolicyViolation, "the topic would bring broker %d to %d partition replicas (it holds %d); %s is %d",
+				id, held[id]+n, held[id], api.LimitMaxPartitionsPerBroker, max)
+		}
+	}
+	return nil
 }

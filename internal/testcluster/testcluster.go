@@ -50,6 +50,8 @@ type Options struct {
 	// broker defaults).
 	GroupLagInterval time.Duration
 	CleanerInterval  time.Duration
+	// MaxPartitionsPerBroker goes to every broker (zero: the default).
+	MaxPartitionsPerBroker int
 	// WrapCoord, when set, wraps each broker's coordinator session (fault
 	// injection: a session whose events the test drives). Default none.
 	WrapCoord func(brokerID int, c coord.Coordinator) coord.Coordinator
@@ -101,6 +103,7 @@ func (c *Cluster) StartBroker(id int) {
 		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
 		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
 		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
+		MaxPartitionsPerBroker: c.opts.MaxPartitionsPerBroker,
 	})
 	if err != nil {
 		c.t.Fatal(err)
