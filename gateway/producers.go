@@ -22,9 +22,16 @@ import (
 // PRODUCER_FENCED, and so does every partition once the new epoch wrote to
 // it. Brokers deduplicate retried batches by (id, epoch, sequence).
 
+// maxWatchedProducers bounds the producer ids a gateway caches under a
+// watch (one goroutine each): past it, an id's epoch is read from the
+// coordinator at each produce instead, so a client cycling through ids
+// costs coordinator reads, not gateway goroutines.
+const maxWatchedProducers = 10_000
+
 // producerEpochs caches producer epochs, each watched so a bump by any
 // gateway is seen at once. Guarded by mu; one watcher goroutine per cached
-// id, owned by the gateway's WaitGroup, ends when its watch fires.
+// id (at most maxWatchedProducers), owned by the gateway's WaitGroup, ends
+// when its watch fires.
 type producerEpochs struct {
 	mu     sync.Mutex
 	epochs map[int64]int16
@@ -112,22 +119,22 @@ func (g *Gateway) producerEpoch(ctx context.Context, id int64) (int16, error) {
 	if ok {
 		return e, nil
 	}
-	data, _, ch, err := g.opts.Coord.GetW(ctx, cluster.ProducerPath(id))
-	if errors.Is(err, coord.ErrNoNode) {
-		return 0, api.Errorf(api.CodeUnknownProducer, "producer id %d was never issued", id)
+	g.producers.mu.Lock()
+	full := len(g.producers.epochs) >= maxWatchedProducers
+	g.producers.mu.Unlock()
+	if full {
+		return g.readProducerEpoch(ctx, id)
 	}
+	data, _, ch, err := g.opts.Coord.GetW(ctx, cluster.ProducerPath(id))
+	epoch, err := producerRecordEpoch(id, data, err)
 	if err != nil {
 		return 0, err
-	}
-	var rec api.ProducerRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return 0, api.Errorf(api.CodeInternal, "producer %d: unreadable record", id)
 	}
 	g.producers.mu.Lock()
 	if g.producers.epochs == nil {
 		g.producers.epochs = map[int64]int16{}
 	}
-	g.producers.epochs[id] = rec.Epoch
+	g.producers.epochs[id] = epoch
 	g.producers.mu.Unlock()
 	g.wg.Add(1)
 	go func() {
@@ -140,6 +147,27 @@ func (g *Gateway) producerEpoch(ctx context.Context, id int64) (int16, error) {
 		delete(g.producers.epochs, id)
 		g.producers.mu.Unlock()
 	}()
+	return epoch, nil
+}
+
+// readProducerEpoch reads an id's epoch without caching or watching it.
+func (g *Gateway) readProducerEpoch(ctx context.Context, id int64) (int16, error) {
+	data, _, err := g.opts.Coord.Get(ctx, cluster.ProducerPath(id))
+	return producerRecordEpoch(id, data, err)
+}
+
+// producerRecordEpoch is the epoch in a producer id's node, as read.
+func producerRecordEpoch(id int64, data []byte, err error) (int16, error) {
+	if errors.Is(err, coord.ErrNoNode) {
+		return 0, api.Errorf(api.CodeUnknownProducer, "producer id %d was never issued", id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	var rec api.ProducerRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return 0, api.Errorf(api.CodeInternal, "producer %d: unreadable record", id)
+	}
 	return rec.Epoch, nil
 }
 
