@@ -437,6 +437,9 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context) {
 // ApplyRetention runs retention on every partition now.
 func (b *Broker) ApplyRetention() {
 	for _, p := range b.parts.all() {
+		if n := p.log.ExpireProducers(); n > 0 {
+			b.log.Info("expired idle producer ids", "partition", p.String(), "producers", n)
+		}
 		if p.cfg.RemoteStorage && b.opts.Bucket != nil {
 			continue // retention of tiered partitions runs in the tier loop
 		}

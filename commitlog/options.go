@@ -36,6 +36,12 @@ type Options struct {
 	// than this. Default -1 (no size limit; Kafka's retention.bytes).
 	RetentionBytes int64
 
+	// ProducerIDExpiration forgets an idempotent producer whose newest batch
+	// here is older than this (ExpireProducers): its retries are no longer
+	// recognised, and its table entry no longer costs memory. Default 1 day
+	// (Kafka's producer.id.expiration.ms).
+	ProducerIDExpiration time.Duration
+
 	// Logger receives recovery and error reports. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; tests replace it. Default time.Now.
@@ -49,6 +55,7 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultFlushInterval      = time.Second
 	DefaultRetentionAge       = 7 * 24 * time.Hour
+	DefaultProducerIDExpiry   = 24 * time.Hour
 )
 
 // WithDefaults returns o with every zero field set to its default.
@@ -70,6 +77,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.RetentionBytes == 0 {
 		o.RetentionBytes = -1
+	}
+	if o.ProducerIDExpiration == 0 {
+		o.ProducerIDExpiration = DefaultProducerIDExpiry
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -21,6 +21,10 @@ type producerBatch struct {
 type producerEntry struct {
 	epoch   int16
 	batches []producerBatch // oldest first, at most producerBatches
+	// lastTimestamp is the max timestamp (ms) of its newest batch here;
+	// 0 when unknown (a snapshot from before it was kept): never expired
+	// by time until a batch sets it.
+	lastTimestamp int64
 }
 
 // producerState is the idempotent-producer table of a log: derived data,
@@ -83,9 +87,31 @@ func (ps *producerState) record(h api.BatchHeader) {
 		firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + h.LastOffsetDelta,
 		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
 	})
+	e.lastTimestamp = max(e.lastTimestamp, h.MaxTimestamp)
 	if len(e.batches) > producerBatches {
 		e.batches = e.batches[len(e.batches)-producerBatches:]
 	}
+}
+
+// expire forgets producers whose newest batch is older than before (ms).
+func (ps *producerState) expire(before int64) int {
+	n := 0
+	for id, e := range ps.producers {
+		if e.lastTimestamp > 0 && e.lastTimestamp < before {
+			delete(ps.producers, id)
+			n++
+		}
+	}
+	return n
+}
+
+// ExpireProducers forgets the idempotent producers whose newest batch in
+// this log is older than ProducerIDExpiration, as Kafka does: the table no
+// longer grows with every producer id ever seen. It returns how many went.
+func (l *Log) ExpireProducers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.producers.expire(l.opts.Now().Add(-l.opts.ProducerIDExpiration).UnixMilli())
 }
 
 // rebuildProducersLocked loads the producer snapshot (if it is not past the
@@ -129,8 +155,9 @@ type producerSnapshot struct {
 }
 
 type snapshotEntry struct {
-	Epoch   int16           `json:"epoch"`
-	Batches []snapshotBatch `json:"batches"`
+	Epoch         int16           `json:"epoch"`
+	Batches       []snapshotBatch `json:"batches"`
+	LastTimestamp int64           `json:"last_timestamp,omitempty"`
 }
 
 type snapshotBatch struct {
@@ -143,7 +170,7 @@ type snapshotBatch struct {
 func (s producerSnapshot) state() producerState {
 	ps := producerState{producers: map[int64]*producerEntry{}}
 	for id, e := range s.Producers {
-		pe := &producerEntry{epoch: e.Epoch}
+		pe := &producerEntry{epoch: e.Epoch, lastTimestamp: e.LastTimestamp}
 		for _, b := range e.Batches {
 			pe.batches = append(pe.batches, producerBatch{b.FirstSeq, b.LastSeq, b.FirstOffset, b.LastOffset})
 		}
@@ -156,7 +183,7 @@ func (s producerSnapshot) state() producerState {
 func (l *Log) saveProducerSnapshotLocked() error {
 	snap := producerSnapshot{Offset: l.endLocked(), Producers: map[int64]snapshotEntry{}}
 	for id, e := range l.producers.producers {
-		se := snapshotEntry{Epoch: e.epoch}
+		se := snapshotEntry{Epoch: e.epoch, LastTimestamp: e.lastTimestamp}
 		for _, b := range e.batches {
 			se.Batches = append(se.Batches, snapshotBatch{b.firstSeq, b.lastSeq, b.firstOffset, b.lastOffset})
 		}

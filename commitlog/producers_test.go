@@ -3,6 +3,7 @@ package commitlog_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
@@ -116,5 +117,44 @@ func TestProducerStateOutlivesDeletedSegments(t *testing.T) {
 	}
 	if _, err := l2.Append(idemBatch(t, 9, 0, 2, 1), 0); err != nil {
 		t.Fatalf("next sequence: %v", err)
+	}
+}
+
+// Producers idle past ProducerIDExpiration are forgotten (Kafka's
+// producer.id.expiration.ms); active ones keep their deduplication state,
+// through a snapshot and reopen too.
+func TestExpireIdleProducers(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	at := func(pid int64, seq int32, ts time.Time) []byte {
+		b, err := api.EncodeBatch(nil, []api.Record{{Timestamp: ts.UnixMilli(), Value: []byte("v")}}, api.BatchOptions{ProducerID: pid, BaseSequence: seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dir := t.TempDir()
+	opts := commitlog.Options{Now: func() time.Time { return now }, ProducerIDExpiration: time.Hour}
+	l := openLog(t, osFS(t, dir), opts)
+	for _, b := range [][]byte{at(7, 0, now.Add(-2*time.Hour)), at(8, 0, now.Add(-time.Minute))} {
+		if _, err := l.Append(b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.ExpireProducers(); n != 1 {
+		t.Fatalf("expired %d producers, want 1 (the one idle for 2 h)", n)
+	}
+	// The forgotten producer starts afresh; the active one is still checked.
+	if _, err := l.Append(at(7, 50, now), 0); err != nil {
+		t.Fatalf("a forgotten producer's next batch: %v", err)
+	}
+	if _, err := l.Append(at(8, 50, now), 0); !errors.Is(err, api.ErrOutOfOrderSequence) {
+		t.Fatalf("an active producer skipping sequences: %v, want OUT_OF_ORDER_SEQUENCE", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, osFS(t, dir), opts)
+	if _, err := l.Append(at(8, 50, now), 0); !errors.Is(err, api.ErrOutOfOrderSequence) {
+		t.Fatalf("after a reopen: %v, want OUT_OF_ORDER_SEQUENCE", err)
 	}
 }
