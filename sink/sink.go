@@ -86,6 +86,9 @@ type partState struct {
 	// refused: the store holds a higher fence; nothing is written until
 	// the group grants the partition again with a higher one.
 	refused bool
+	// first is the first offset handed to a Flusher store while next is
+	// -1, to count records once they are durable.
+	first int64
 }
 
 // Stats are a sink's running totals.
@@ -239,6 +242,9 @@ func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committ
 			cm.add(tp, st.next, b.MemberEpoch)
 		}
 	}
+	if err := s.flush(ctx, cm, seeked, b.MemberEpoch); err != nil {
+		return err
+	}
 	s.partitions.Store(int64(s.writable()))
 	s.opts.Metrics.owned.Set(float64(s.writable()))
 	return nil
@@ -254,6 +260,9 @@ func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants
 	for tp := range s.owned {
 		if _, ok := granted[tp]; !ok {
 			delete(s.owned, tp)
+			if f, ok := s.opts.Store.(Flusher); ok {
+				f.Forget(tp)
+			}
 			s.opts.Metrics.lag.DeleteLabelValues(tp.Topic, partLabel(tp.Partition))
 		}
 	}
@@ -282,7 +291,7 @@ func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants
 		}
 		s.opts.Metrics.claims.WithLabelValues("ok").Inc()
 		s.log.Info("sink: claimed", "topic", tp.Topic, "partition", tp.Partition, "fence", g.Fence, "next", next)
-		s.owned[tp] = &partState{fence: g.Fence, next: next}
+		s.owned[tp] = &partState{fence: g.Fence, next: next, first: -1}
 		if next >= 0 {
 			seeks = append(seeks, api.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: next})
 		}
@@ -302,14 +311,44 @@ func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants
 	return seeked, nil
 }
 
-// write sends one partition's batch, retrying what may succeed later, and
-// updates st: its next offset, or refused when the store holds a higher
-// fence.
+// flush calls a Flusher store's Flush for every partition held, writable
+// and not just moved by a seek, and queues the commits of those whose
+// durable next moved.
+func (s *Sink) flush(ctx context.Context, cm *committer, seeked map[api.TopicPartition]bool, epoch int32) error {
+	if _, ok := s.opts.Store.(Flusher); !ok {
+		return nil
+	}
+	for tp, st := range s.owned {
+		if st.refused || seeked[tp] {
+			continue
+		}
+		before := st.next
+		if err := s.write(ctx, tp, st, nil); err != nil {
+			return err
+		}
+		if !st.refused && st.next != before {
+			cm.add(tp, st.next, epoch)
+		}
+	}
+	return nil
+}
+
+// write sends one partition's batch (nil: a Flusher store's Flush),
+// retrying what may succeed later, and updates st: its next offset, or
+// refused when the store holds a higher fence.
 func (s *Sink) write(ctx context.Context, tp api.TopicPartition, st *partState, recs []Record) error {
 	start := time.Now()
+	flusher, buffered := s.opts.Store.(Flusher)
+	if buffered && st.next < 0 && st.first < 0 && len(recs) > 0 {
+		st.first = recs[0].Offset
+	}
 	var next int64
 	err := s.retry(ctx, func() (err error) {
-		next, err = s.opts.Store.Write(ctx, tp, st.fence, recs)
+		if recs == nil {
+			next, err = flusher.Flush(ctx, tp, st.fence)
+		} else {
+			next, err = s.opts.Store.Write(ctx, tp, st.fence, recs)
+		}
 		return err
 	})
 	switch {
@@ -322,11 +361,24 @@ func (s *Sink) write(ctx context.Context, tp api.TopicPartition, st *partState, 
 		return nil
 	case err != nil:
 		s.opts.Metrics.batches.WithLabelValues("error").Inc()
+		if len(recs) == 0 {
+			return fmt.Errorf("flushing %s/%d: %w", tp.Topic, tp.Partition, err)
+		}
 		return fmt.Errorf("writing %s/%d offsets %d-%d: %w", tp.Topic, tp.Partition, recs[0].Offset, recs[len(recs)-1].Offset, err)
 	}
-	n := int64(len(recs))
-	if st.next >= 0 {
-		n = min(n, next-st.next)
+	var n int64
+	switch {
+	case !buffered:
+		n = int64(len(recs))
+		if st.next >= 0 {
+			n = min(n, next-st.next)
+		}
+	case next < 0 || next == st.next:
+		return nil // gathered, nothing new is durable
+	case st.next >= 0:
+		n = next - st.next // offsets now durable (records, on a topic that is not compacted)
+	case st.first >= 0:
+		n = next - st.first
 	}
 	st.next = next
 	s.written.Add(n)
@@ -424,25 +476,70 @@ func storeRecords(part []api.GroupRecord, next int64) ([]Record, error) {
 		if next >= 0 && r.Offset < next {
 			continue
 		}
-		rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Headers: r.Headers}
-		var err error
-		switch {
-		case r.Key != nil:
-			rec.Key = []byte(*r.Key)
-		case r.KeyB64 != nil:
-			if rec.Key, err = base64.StdEncoding.DecodeString(*r.KeyB64); err != nil {
-				return nil, fmt.Errorf("%s/%d offset %d: key_b64: %w", r.Topic, r.Partition, r.Offset, err)
-			}
-		}
-		switch {
-		case r.Value != nil:
-			rec.Value = []byte(r.Value)
-		case r.ValueB64 != nil:
-			if rec.Value, err = base64.StdEncoding.DecodeString(*r.ValueB64); err != nil {
-				return nil, fmt.Errorf("%s/%d offset %d: value_b64: %w", r.Topic, r.Partition, r.Offset, err)
-			}
+		rec, err := fromFetched(r.FetchedRecord)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d %w", r.Topic, r.Partition, err)
 		}
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// fromFetched converts a record as the gateway renders it to its bytes.
+func fromFetched(r api.FetchedRecord) (Record, error) {
+	rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Headers: r.Headers}
+	var err error
+	switch {
+	case r.Key != nil:
+		rec.Key = []byte(*r.Key)
+	case r.KeyB64 != nil:
+		if rec.Key, err = base64.StdEncoding.DecodeString(*r.KeyB64); err != nil {
+			return Record{}, fmt.Errorf("offset %d: key_b64: %w", r.Offset, err)
+		}
+	}
+	switch {
+	case r.Value != nil:
+		rec.Value = []byte(r.Value)
+	case r.ValueB64 != nil:
+		if rec.Value, err = base64.StdEncoding.DecodeString(*r.ValueB64); err != nil {
+			return Record{}, fmt.Errorf("offset %d: value_b64: %w", r.Offset, err)
+		}
+	}
+	return rec, nil
+}
+
+// ClientLog is a ReadLogFunc that fetches through c (any gateway; a range
+// below the brokers' local data is read from tiered storage by the
+// brokers).
+func ClientLog(c *client.Client) ReadLogFunc {
+	return func(ctx context.Context, tp api.TopicPartition, first, last int64) ([]Record, error) {
+		var out []Record
+		for next := first; next <= last; {
+			fr, err := c.Fetch(ctx, tp.Topic, tp.Partition, client.At(next), client.FetchOptions{MaxRecords: int(min(last-next+1, 10000))})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range fr.Records {
+				if r.Offset < next || r.Offset > last {
+					continue
+				}
+				rec, err := fromFetched(r)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, rec)
+				next = r.Offset + 1
+			}
+			if fr.NextOffset > next {
+				next = fr.NextOffset
+			}
+			if len(fr.Records) == 0 && fr.NextOffset <= next && next <= last {
+				if fr.HighWatermark <= last {
+					return nil, fmt.Errorf("%s/%d: the log ends at %d, before %d", tp.Topic, tp.Partition, fr.HighWatermark, last+1)
+				}
+				return nil, fmt.Errorf("%s/%d: no progress reading at %d", tp.Topic, tp.Partition, next)
+			}
+		}
+		return out, nil
+	}
 }

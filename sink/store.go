@@ -27,12 +27,16 @@ var (
 	// ascending) or unwritable (a data key of another type). Nothing was
 	// changed; retrying the same batch fails the same way.
 	ErrBadBatch = errors.New("sink: batch refused by the store")
+	// ErrStoreConflict: the store holds state this sink cannot take over
+	// (the S3 archive's fence object names another group, or is not one).
+	// Nothing was changed; the sink stops.
+	ErrStoreConflict = errors.New("sink: the store's state belongs to something else")
 )
 
 // Retriable reports whether a store error may go away on retry: not
-// ErrFenced, not ErrBadBatch, not a context's end.
+// ErrFenced, not ErrBadBatch, not ErrStoreConflict, not a context's end.
 func Retriable(err error) bool {
-	return err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrBadBatch) &&
+	return err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrBadBatch) && !errors.Is(err, ErrStoreConflict) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -67,6 +71,21 @@ type Store interface {
 	// errors (retriable; the write may or may not have happened, and a
 	// retry of the same batch is exact either way).
 	Write(ctx context.Context, tp api.TopicPartition, fence int64, recs []Record) (next int64, err error)
+}
+
+// Flusher is a Store that gathers records across Write calls into larger
+// units (the S3 archive rolls objects by size and age): its Write returns
+// the next offset that is durable, which may trail the records handed
+// over. The sink calls Flush after every poll for each partition it holds
+// and may write, so a quiet partition still rolls by age, and Forget when
+// it no longer holds one.
+type Flusher interface {
+	// Flush writes what is due for tp under fence and returns the durable
+	// next offset. Errors as Write's.
+	Flush(ctx context.Context, tp api.TopicPartition, fence int64) (next int64, err error)
+	// Forget drops what is gathered for tp and not yet written. It does not
+	// block on the store.
+	Forget(tp api.TopicPartition)
 }
 
 // field is the name of a partition's entry in a store's offsets table.

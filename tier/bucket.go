@@ -156,6 +156,10 @@ var (
 	// operation may or may not have taken effect (a Put may have stored the
 	// object; retrying it is safe because Put is idempotent).
 	ErrUnavailable = errors.New("tier: object store unavailable")
+	// ErrPrecondition: a conditional put (S3.PutIf) was refused because its
+	// condition did not hold (HTTP 412): the key exists already, or holds
+	// another version than the ETag named. Nothing was stored.
+	ErrPrecondition = errors.New("tier: precondition failed")
 )
 
 // IsNotExist reports whether err says the object does not exist.

@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -224,6 +225,51 @@ func putBody(r io.Reader, size int64) (io.Reader, error) {
 	return &exactReader{r: r, want: size}, nil
 }
 
+// PutIf stores data under key only if a condition holds, checked by the
+// server atomically with the write: ifMatch "" means the key must not exist
+// (If-None-Match: *), any other value that the object's current ETag equals
+// it (If-Match). It returns the new object's ETag. Errors: ErrPrecondition
+// when the condition does not hold (nothing stored); otherwise as Put's. A
+// server that ignores the headers stores unconditionally: callers that
+// depend on them probe the server first (see sink.ProbeConditionalWrites).
+// Not part of Bucket: tier itself never needs it.
+func (b *S3) PutIf(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	name, err := b.object(key)
+	if err != nil {
+		return "", err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
+	if ifMatch == "" {
+		opts.SetMatchETagExcept("*")
+	} else {
+		opts.SetMatchETag(strings.Trim(ifMatch, `"`))
+	}
+	info, err := b.client.PutObject(ctx, b.opts.Bucket, name, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		return "", b.fail("conditional put", name, err)
+	}
+	return strings.Trim(info.ETag, `"`), nil
+}
+
+// ReadObject returns a whole object and its ETag, from one GET, so the ETag
+// is that of the bytes returned (for a later PutIf). Errors: as Get's.
+func (b *S3) ReadObject(ctx context.Context, key string) ([]byte, string, error) {
+	name, err := b.object(key)
+	if err != nil {
+		return nil, "", err
+	}
+	rc, info, _, err := b.core.GetObject(ctx, b.opts.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", b.fail("get", name, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, "", b.fail("read", name, err)
+	}
+	return data, strings.Trim(info.ETag, `"`), nil
+}
+
 // Get implements Bucket.
 func (b *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	name, err := b.object(key)
@@ -364,6 +410,8 @@ func classifyS3(err error) error {
 	var resp minio.ErrorResponse
 	if errors.As(err, &resp) && (resp.StatusCode != 0 || resp.Code != "") {
 		switch resp.Code {
+		case "PreconditionFailed":
+			return ErrPrecondition
 		case "NoSuchKey":
 			return ErrNotExist
 		case "InvalidRange":
@@ -374,6 +422,8 @@ func classifyS3(err error) error {
 			return ErrUnavailable
 		}
 		switch s := resp.StatusCode; {
+		case s == http.StatusPreconditionFailed:
+			return ErrPrecondition
 		case s == http.StatusRequestedRangeNotSatisfiable:
 			return ErrInvalidRange
 		case s >= 500, s == http.StatusTooManyRequests, s == http.StatusRequestTimeout:

@@ -1,0 +1,186 @@
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/tier"
+)
+
+// The S3 archive's layout, under a prefix:
+//
+//	<prefix>/<topic>/<partition>/<first:020d>-<last:020d>.ndjson.gz  records first..last
+//	<prefix>/<topic>/<partition>/fence.json                          {"group","fence","next","first"}
+//
+// Zero-padded offsets make listing order offset order.
+
+const (
+	objectSuffix = ".ndjson.gz"
+	fenceName    = "fence.json"
+)
+
+// partDir is the folder of a partition's objects, ending in "/".
+func partDir(prefix string, tp api.TopicPartition) string {
+	return fmt.Sprintf("%s%s/%d/", prefixSlash(prefix), tp.Topic, tp.Partition)
+}
+
+func prefixSlash(prefix string) string {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return ""
+	}
+	return prefix + "/"
+}
+
+// ObjectKey names the archive object holding offsets first..last of tp.
+func ObjectKey(prefix string, tp api.TopicPartition, first, last int64) string {
+	return fmt.Sprintf("%s%020d-%020d%s", partDir(prefix, tp), first, last, objectSuffix)
+}
+
+// parseObjectName returns the range an object's base name covers.
+func parseObjectName(base string) (first, last int64, ok bool) {
+	stem, found := strings.CutSuffix(base, objectSuffix)
+	if !found || len(stem) != 41 || stem[20] != '-' {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(stem[:20], 10, 64)
+	last, err2 := strconv.ParseInt(stem[21:], 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return 0, 0, false
+	}
+	return first, last, true
+}
+
+// ArchivedObject is one object of a partition's archive.
+type ArchivedObject struct {
+	Key         string
+	First, Last int64
+	Size        int64
+	ETag        string
+}
+
+// ListArchive returns tp's archive objects in listing order, which is
+// ascending first offset. Other names in the folder are skipped.
+func ListArchive(ctx context.Context, objs Objects, prefix string, tp api.TopicPartition) ([]ArchivedObject, error) {
+	dir := partDir(prefix, tp)
+	var out []ArchivedObject
+	err := objs.List(ctx, dir, func(info tier.ObjectInfo) error {
+		rest := strings.TrimPrefix(info.Key, dir)
+		if strings.Contains(rest, "/") {
+			return nil
+		}
+		if first, last, ok := parseObjectName(rest); ok {
+			out = append(out, ArchivedObject{Key: info.Key, First: first, Last: last, Size: info.Size, ETag: info.ETag})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// archiveLine renders a record as one JSON line, as the gateway renders
+// fetched records: a UTF-8 key as key, other bytes as key_b64; a JSON value
+// inline as value, other bytes as value_b64; headers as an object.
+func archiveLine(r Record) ([]byte, error) {
+	fr := api.FetchedRecord{Offset: r.Offset, Timestamp: r.Timestamp, Headers: r.Headers}
+	if r.Key != nil {
+		s := string(r.Key)
+		if utf8.Valid(r.Key) {
+			fr.Key = &s
+		} else {
+			s = base64.StdEncoding.EncodeToString(r.Key)
+			fr.KeyB64 = &s
+		}
+	}
+	if r.Value != nil {
+		if json.Valid(r.Value) {
+			fr.Value = json.RawMessage(r.Value)
+		} else {
+			s := base64.StdEncoding.EncodeToString(r.Value)
+			fr.ValueB64 = &s
+		}
+	}
+	if len(fr.Headers) == 0 {
+		fr.Headers = nil
+	}
+	b, err := json.Marshal(fr)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// encodeObject gzips NDJSON lines. The output is a function of the lines
+// alone (no name or time in the gzip header, a fixed level), so a range
+// rebuilt from the log has the bytes of the first upload.
+func encodeObject(lines []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(lines); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// EncodeArchiveObject renders recs as an archive object's bytes: the bytes
+// the S3 archive uploads for them, every time.
+func EncodeArchiveObject(recs []Record) ([]byte, error) {
+	data, _, err := encodeRecords(recs)
+	return data, err
+}
+
+// encodeRecords renders recs as one object's bytes, and says how many
+// NDJSON bytes they hold.
+func encodeRecords(recs []Record) ([]byte, int, error) {
+	var lines []byte
+	for _, r := range recs {
+		l, err := archiveLine(r)
+		if err != nil {
+			return nil, 0, fmt.Errorf("offset %d: %w", r.Offset, err)
+		}
+		lines = append(lines, l...)
+	}
+	data, err := encodeObject(lines)
+	return data, len(lines), err
+}
+
+// DecodeArchiveObject returns the records an object's bytes hold, as
+// fetched records.
+func DecodeArchiveObject(data []byte) ([]api.FetchedRecord, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var out []api.FetchedRecord
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var fr api.FetchedRecord
+		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
+			return nil, fmt.Errorf("line %d: %w", len(out)+1, err)
+		}
+		out = append(out, fr)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(io.Discard, zr); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
