@@ -28,7 +28,8 @@ func commands() []command {
 		{"produce", "produce records read from stdin (one per line) or given as arguments", runProduce},
 		{"consume", "print records of a partition, or of a consumer group's share of a topic, as NDJSON", runConsume},
 		{"groups", "list, describe, reset or delete consumer groups", runGroups},
-		{"sink", "write topics into Redis exactly once, as a consumer group member (sink redis)", runSink},
+		{"sink", "write topics into Redis or an S3 archive exactly once, as a consumer group member (sink redis|s3)", runSink},
+		{"archive", "check an S3 archive of a topic against the log: gaps, overlaps (archive verify)", runArchive},
 		{"bench", "measure produce and consume throughput and latency through a gateway", runBench},
 		{"version", "print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice"
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
@@ -89,7 +91,11 @@ func runBroker(ctx context.Context, args []string) error {
 	orphanGrace := fs.Duration("tier-orphan-grace", envDuration("SLUICE_TIER_ORPHAN_GRACE", 10*time.Minute), "objects no record names are deleted once this old; longer than any upload (env SLUICE_TIER_ORPHAN_GRACE)")
 	zk := addZKFlags(fs)
 	s3 := addS3Flags(fs)
+	limits := addLimitFlags(fs, api.LimitScopeBroker)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := limits.err(); err != nil {
 		return err
 	}
 	if *id <= 0 {
@@ -113,8 +119,8 @@ func runBroker(ctx context.Context, args []string) error {
 		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data,
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
-		CleanerInterval: *cleanerInterval,
-		Bucket:          bucket, // nil: local only
+		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
+		Bucket: bucket, // nil: local only
 	})
 	if err != nil {
 		return err
@@ -137,6 +143,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:8080"), "public HTTP address (env SLUICE_ADDR)")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	gwLimits := addLimitFlags(fs, api.LimitScopeGateway)
 	offsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when this gateway creates it (env SLUICE_OFFSETS_TOPIC_PARTITIONS)")
 	zk := addZKFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -148,7 +155,12 @@ func runGateway(ctx context.Context, args []string) error {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
 	}
 	defer c.Close()
-	gw, err := gateway.New(gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts})
+	if err := gwLimits.err(); err != nil {
+		return err
+	}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts}
+	gwLimits.applyGateway(&gwOpts)
+	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		return err
 	}
@@ -182,6 +194,14 @@ func addS3Flags(fs *flag.FlagSet) s3Flags {
 func (s s3Flags) open(ctx context.Context) (tier.Bucket, error) {
 	if *s.endpoint == "" {
 		return nil, nil
+	}
+	return s.openS3(ctx)
+}
+
+// openS3 returns the configured S3 bucket; an endpoint is required.
+func (s s3Flags) openS3(ctx context.Context) (*tier.S3, error) {
+	if *s.endpoint == "" {
+		return nil, errors.New("--s3-endpoint is required")
 	}
 	secret := os.Getenv("SLUICE_S3_SECRET_KEY")
 	if *s.secretKeyFile != "" {

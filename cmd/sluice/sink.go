@@ -17,10 +17,14 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-const sinkUsage = "usage: sluice sink redis --group G --topics T[,T] [--redis redis://host:port/db] [--mode stream|hash|string] [--prefix P] [--url URL] [--metrics-addr ADDR]"
+const sinkUsage = "usage: sluice sink redis --group G --topics T[,T] [--redis redis://host:port/db] [--mode stream|hash|string] [--prefix P] [--url URL] [--metrics-addr ADDR]\n" +
+	"       sluice sink s3 --group G --topics T[,T] --s3-endpoint HOST:PORT --s3-bucket B [--prefix P] [--max-records N] [--max-bytes N] [--max-interval D] [--url URL] [--metrics-addr ADDR]"
 
-// runSink is `sluice sink redis`: an exactly-once sink as a group member.
+// runSink is `sluice sink redis|s3`: an exactly-once sink as a group member.
 func runSink(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "s3" {
+		return runSinkS3(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "redis" {
 		return errors.New(sinkUsage)
 	}
@@ -72,6 +76,11 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return runWithProgress(ctx, s)
+}
+
+// runWithProgress runs s, with a progress line when stderr is a terminal.
+func runWithProgress(ctx context.Context, s *sink.Sink) error {
 	if isTerminal(os.Stderr) {
 		stop := startProgress(s)
 		defer stop()
