@@ -29,7 +29,11 @@ func runDev(ctx context.Context, args []string) error {
 	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 3), "brokers to run in the process (env SLUICE_BROKERS); topics get replication factor min(3, brokers) by default")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
+	limits := addLimitFlags(fs, api.LimitScopeGateway, api.LimitScopeBroker)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := limits.err(); err != nil {
 		return err
 	}
 	if *nBrokers < 1 || *nBrokers > 9 {
@@ -70,7 +74,8 @@ func runDev(ctx context.Context, args []string) error {
 			Logger:  log,
 			Bucket:  bucket,
 
-			CleanerInterval: *cleanerInterval,
+			CleanerInterval:        *cleanerInterval,
+			MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
 		})
 		if err != nil {
 			return err
@@ -83,7 +88,7 @@ func runDev(ctx context.Context, args []string) error {
 			return fmt.Errorf("starting broker %d: %w", i, err)
 		}
 	}
-	gw, err := gateway.New(gateway.Options{
+	gwOpts := gateway.Options{
 		Addr:    *addr,
 		Coord:   store.Session(),
 		Version: version,
@@ -91,7 +96,9 @@ func runDev(ctx context.Context, args []string) error {
 		Logger:  log,
 		// A small cluster on one machine: 8 partitions, not a cluster's 50.
 		OffsetsTopicPartitions: 8,
-	})
+	}
+	limits.applyGateway(&gwOpts)
+	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		return err
 	}
