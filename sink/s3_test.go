@@ -30,7 +30,7 @@ import (
 // testBucket opens the test S3 server's bucket under a fresh prefix and
 // deletes what the test left there. name fixes the prefix (for a child
 // process that must see its parent's objects); "" picks a random one.
-func testBucket(t *testing.T, name string) (*tier.S3, string) {
+func testBucket(t testing.TB, name string) (*tier.S3, string) {
 	t.Helper()
 	cfg := testsvc.S3(t)
 	if name == "" {
