@@ -165,6 +165,7 @@ func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollPara
 	if total(results) == 0 && pp.wait > 0 && len(ps) > 0 {
 		results = g.readRound(ctx, ps, pp, pp.wait)
 	}
+	take := fairShares(results, pp.maxRecords)
 	recs := []api.GroupRecord{}
 	next := make([]api.PartitionOffset, len(ps))
 	for i, p := range ps {
@@ -179,17 +180,38 @@ func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollPara
 				pos = off
 			}
 		}
-		for j, rec := range r.recs {
-			if len(recs) == pp.maxRecords {
-				pos = rec.Offset
-				r.recs = r.recs[:j]
-				break
-			}
+		if take[i] < len(r.recs) {
+			pos = r.recs[take[i]].Offset // the first record left for the next poll
+		}
+		for _, rec := range r.recs[:take[i]] {
 			recs = append(recs, api.GroupRecord{Topic: p.tp.Topic, Partition: p.tp.Partition, FetchedRecord: rec})
 		}
 		next[i] = api.PartitionOffset{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: pos}
 	}
 	return recs, next
+}
+
+// fairShares is how many of each partition's fetched records a poll of at
+// most max records answers: every partition first gets up to an equal share,
+// then what is left goes to those with more, in order. So a partition with
+// a backlog never starves the others of the same member.
+func fairShares(results []partResult, max int) []int {
+	take := make([]int, len(results))
+	if len(results) == 0 {
+		return take
+	}
+	share := (max + len(results) - 1) / len(results)
+	left := max
+	for i, r := range results {
+		take[i] = min(len(r.recs), share, left)
+		left -= take[i]
+	}
+	for i, r := range results {
+		extra := min(len(r.recs)-take[i], left)
+		take[i] += extra
+		left -= extra
+	}
+	return take
 }
 
 func total(rs []partResult) int {

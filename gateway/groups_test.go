@@ -234,3 +234,27 @@ func TestGroupLongPollKeepsSession(t *testing.T) {
 		t.Fatalf("the polling member left the group: %+v", d)
 	}
 }
+
+// A member's poll shares max_records among its partitions: one with a
+// backlog does not keep the others waiting.
+func TestGroupPollSharesAmongPartitions(t *testing.T) {
+	c := newCluster(t)
+	c.createTopic("busy", 3)
+	c.produceN("busy", 0, 100, "a")
+	c.produceN("busy", 1, 100, "b")
+	c.produceN("busy", 2, 5, "c")
+	m := c.join("fair", api.JoinGroupRequest{Topics: []string{"busy"}})
+	res := c.poll("fair", m.MemberID, "max_records=30&cursor="+m.Cursor)
+	per := map[int32]int{}
+	for _, r := range res.Records {
+		per[r.Partition]++
+	}
+	if len(res.Records) != 30 || per[2] != 5 || per[0] < 10 || per[1] < 10 {
+		t.Fatalf("a poll of 30 from partitions with 100, 100 and 5 records took %v", per)
+	}
+	// The next poll goes on where each partition stopped: nothing skipped.
+	res2 := c.poll("fair", m.MemberID, "max_records=1000&cursor="+res.Cursor)
+	if len(res.Records)+len(res2.Records) != 205 {
+		t.Fatalf("two polls read %d + %d records, want 205", len(res.Records), len(res2.Records))
+	}
+}
