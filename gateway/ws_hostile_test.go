@@ -160,9 +160,6 @@ func waitGoroutines(t *testing.T, base, slack int, d time.Duration) {
 // with none, cost a bounded amount each; once closed, goroutines and heap
 // come back to where they started.
 func TestWSIdleThousand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1,000 connections")
-	}
 	const n = 1000
 	cl, _ := streamGateway(t, gateway.StreamLimits{MaxConnectionsPerIP: n})
 	g0, h0 := settle()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,9 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -34,17 +31,7 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
-	cl, err := client.New(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
+	c, cl, ctx := sinkCluster(t, partitions, 2*time.Minute)
 	rdb := redis.NewClient(&redis.Options{Addr: testsvc.Redis(t)})
 	defer rdb.Close()
 	n, err := rdb.Incr(ctx, "test:unique").Result()

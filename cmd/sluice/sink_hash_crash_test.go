@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -26,17 +22,7 @@ func TestSinkRedisHashCrashLoop(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
-	cl, err := client.New(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
+	c, cl, ctx := sinkCluster(t, partitions, 2*time.Minute)
 	r := newSinkRedis(t, ctx, "hashcrash", sink.ModeHash)
 	prod := startKeyedProducer(t, ctx, cl, "orders", keys, true)
 

@@ -14,9 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -252,17 +249,7 @@ func snapshot(t *testing.T, ctx context.Context, r *sinkRedis, topic string) red
 // holds once, in partition order.
 func TestSinkZombieProcessRefused(t *testing.T) {
 	const partitions = 3
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
-	cl, err := client.New(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
+	c, cl, ctx := sinkCluster(t, partitions, 90*time.Second)
 	r := newSinkRedis(t, ctx, "zombie", sink.ModeStream)
 	writeSHA := redis.NewScript(mustRead(t, "../../sink/write.lua")).Hash()
 	prod := startKeyedProducer(t, ctx, cl, "orders", 50, false)
@@ -351,7 +338,10 @@ func TestSinkZombieProcessRefused(t *testing.T) {
 			len(before.stream), before.offsets, len(after.stream), after.offsets)
 	}
 	zombie.signal(syscall.SIGCONT)
-	var refused float64
+	var (
+		refused float64
+		err     error
+	)
 	for {
 		refused, err = scrapeMetric(zMetrics, `sluice_sink_batches_total{result="fenced"}`)
 		if err == nil && refused >= 1 {

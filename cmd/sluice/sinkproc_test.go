@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -336,4 +337,23 @@ func (kp *keyedProducer) stop() {
 		close(kp.quit)
 	}
 	kp.wg.Wait()
+}
+
+// sinkCluster starts a one-broker in-process cluster with the topic
+// "orders" of the given partitions, and a client of its gateway; ctx ends
+// after timeout or with the test.
+func sinkCluster(t *testing.T, partitions int, timeout time.Duration) (*testcluster.Cluster, *client.Client, context.Context) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	cl, err := client.New(c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, ctx
 }
