@@ -92,10 +92,12 @@ func (g *Gateway) createOffsetsTopic(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
-	if err != nil && !errors.Is(err, api.ErrTopicExists) {
+	switch {
+	case err == nil:
+		g.log.Info("created the consumer offsets topic", "partitions", req.Partitions, "replication_factor", rf)
+	case !errors.Is(err, api.ErrTopicExists):
 		return err
 	}
-	g.log.Info("created the consumer offsets topic", "partitions", req.Partitions, "replication_factor", rf)
 	return g.view.Refresh(ctx)
 }
 
