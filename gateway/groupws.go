@@ -116,15 +116,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	done()
 	// Leave first, so the partitions move at once and not after a session.
 	g.leaveDetached(group, joined.MemberID)
-	var ae *api.Error
-	switch {
-	case errors.As(err, &ae):
-		m.fail(ae)
-	case err != nil && ctx.Err() == nil:
-		m.fail(api.Classify(err))
-	default:
-		g.wsConns.closeStream(conn)
-	}
+	g.endStream(ctx, conn, err)
 	<-readerDone // ends with the connection
 }
 
@@ -278,9 +270,4 @@ func (m *wsMember) write(ctx context.Context, b []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, m.g.wsConns.lim.WriteTimeout)
 	defer cancel()
 	return m.conn.Write(ctx, websocket.MessageText, b)
-}
-
-// fail sends the error frame and closes with 4000 + HTTP status.
-func (m *wsMember) fail(e *api.Error) {
-	(&wsStream{conn: m.conn}).fail(e)
 }

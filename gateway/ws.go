@@ -84,16 +84,23 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 	}()
 	err = s.stream(ctx)
 	done()
+	g.endStream(ctx, conn, err)
+	<-readerDone // ends with the connection
+}
+
+// endStream closes a WebSocket stream as its handler's error says: an error
+// frame and close status 4000 + HTTP status for a failure, a normal close
+// when the stream ended because the client went or the gateway closes.
+func (g *Gateway) endStream(ctx context.Context, conn *websocket.Conn, err error) {
 	var ae *api.Error
 	switch {
 	case errors.As(err, &ae):
-		s.fail(ae)
+		failStream(conn, ae)
 	case err != nil && ctx.Err() == nil:
-		s.fail(api.Classify(err))
+		failStream(conn, api.Classify(err))
 	default:
 		g.wsConns.closeStream(conn)
 	}
-	<-readerDone // ends with the connection
 }
 
 // wsStream is one WebSocket consumer. Two goroutines: the handler's (stream,
@@ -243,12 +250,12 @@ func (s *wsStream) write(ctx context.Context, typ websocket.MessageType, b []byt
 	return s.conn.Write(ctx, typ, b)
 }
 
-// fail sends the error frame and closes with 4000 + HTTP status.
-func (s *wsStream) fail(e *api.Error) {
+// failStream sends the error frame and closes with 4000 + HTTP status.
+func failStream(conn *websocket.Conn, e *api.Error) {
 	spec := api.Lookup(e.Code)
 	b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: spec.Retriable}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = s.conn.Write(ctx, websocket.MessageText, b)
-	s.conn.Close(websocket.StatusCode(4000+spec.Status), string(e.Code))
+	_ = conn.Write(ctx, websocket.MessageText, b)
+	conn.Close(websocket.StatusCode(4000+spec.Status), string(e.Code))
 }

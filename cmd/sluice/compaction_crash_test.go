@@ -91,7 +91,7 @@ func TestKillNineWhileCleaning(t *testing.T) {
 		// What the leader serves is what this test checks; replicas that
 		// are slow to rejoin the ISR after the restart are a separate
 		// matter (DESIGN.md, open differences), logged, not waited for.
-		waitServing(t, p.base, "kv")
+		waitTopic(t, p.base, "kv", false)
 
 		// Read the whole partition.
 		got := map[string]ack{}
@@ -119,39 +119,5 @@ func TestKillNineWhileCleaning(t *testing.T) {
 		if kill == 3 && n >= total {
 			t.Fatalf("the log was never compacted: %d records for %d writes", n, total)
 		}
-	}
-}
-
-// waitServing waits until every partition of topic has a leader that
-// serves everything it holds (HW at its log end), and logs an ISR that is
-// not yet full.
-func waitServing(t *testing.T, base, topic string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var tp api.Topic
-		resp, err := http.Get(base + "/v1/topics/" + topic)
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&tp)
-			resp.Body.Close()
-		}
-		ok := err == nil && len(tp.Partitions) > 0
-		for _, p := range tp.Partitions {
-			if p.Offline || p.HighWatermark != p.LogEndOffset {
-				ok = false
-			}
-		}
-		if ok {
-			for _, p := range tp.Partitions {
-				if len(p.ISR) != len(p.Replicas) {
-					t.Logf("partition %d serves with ISR %v of replicas %v", p.Partition, p.ISR, p.Replicas)
-				}
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s is not served: %+v %v", topic, tp.Partitions, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
