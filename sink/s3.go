@@ -59,6 +59,9 @@ type S3Options struct {
 	MaxInterval time.Duration
 	// ReadLog rebuilds reserved ranges from the log. Required.
 	ReadLog ReadLogFunc
+	// Metrics count the objects created (share the sink's to serve them
+	// together). Default none.
+	Metrics *Metrics
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -127,8 +130,9 @@ type S3Store struct {
 }
 
 var (
-	_ Store   = (*S3Store)(nil)
-	_ Flusher = (*S3Store)(nil)
+	_ Store    = (*S3Store)(nil)
+	_ Flusher  = (*S3Store)(nil)
+	_ Finisher = (*S3Store)(nil)
 )
 
 // s3Part is what an S3Store knows of a partition it claimed.
@@ -147,6 +151,7 @@ type s3Part struct {
 }
 
 type pendingObject struct {
+	topic    string
 	key      string
 	data     []byte
 	rawBytes int
@@ -274,7 +279,7 @@ func (s *S3Store) repair(ctx context.Context, tp api.TopicPartition, p *s3Part) 
 		return fmt.Errorf("%w: %s: %v", ErrBadBatch, key, err)
 	}
 	s.log.Info("sink: s3: rebuilding a reserved range from the log", "key", key, "records", len(recs))
-	p.pending = &pendingObject{key: key, data: data, rawBytes: raw}
+	p.pending = &pendingObject{topic: tp.Topic, key: key, data: data, rawBytes: raw}
 	return s.upload(ctx, p)
 }
 
@@ -384,7 +389,7 @@ func (s *S3Store) roll(ctx context.Context, tp api.TopicPartition, p *s3Part, fo
 		return p.durable(), err
 	}
 	p.etag, p.state = etag, want
-	p.pending = &pendingObject{key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data, rawBytes: len(p.lines)}
+	p.pending = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data, rawBytes: len(p.lines)}
 	p.lines, p.first, p.last, p.n = nil, -1, -1, 0
 	failpoint(StepAfterReserve)
 	if err := s.upload(ctx, p); err != nil {
@@ -401,6 +406,7 @@ func (s *S3Store) upload(ctx context.Context, p *s3Part) error {
 	if po == nil {
 		return nil
 	}
+	start := time.Now()
 	_, err := s.objs.PutIf(ctx, po.key, po.data, "")
 	if errors.Is(err, tier.ErrPrecondition) {
 		if info, serr := s.objs.Stat(ctx, po.key); serr == nil && info.ETag != "" && info.ETag != md5Hex(po.data) {
@@ -411,12 +417,33 @@ func (s *S3Store) upload(ctx context.Context, p *s3Part) error {
 		s.objects.Add(1)
 		s.bytes.Add(int64(len(po.data)))
 		s.rawBytes.Add(int64(po.rawBytes))
+		s.opts.Metrics.objectStored(po.topic, len(po.data), po.rawBytes, time.Since(start))
+		failpoint(StepAfterUpload)
 	}
 	if err != nil {
 		return err
 	}
 	p.pending = nil
 	return nil
+}
+
+// Finish implements Finisher: the ranges this store reserved whose objects
+// are not stored yet are uploaded, within ctx. Records gathered but not
+// reserved are dropped: nothing names them, and the next owner reads them
+// from the log again. A range left unfinished (ctx ended, the store
+// failed) stays reserved, and the next owner's Claim rebuilds it. An
+// upload is one PUT, so no object is ever half-written.
+func (s *S3Store) Finish(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for tp, p := range s.parts {
+		if err := s.upload(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, err))
+		}
+		p.lines, p.first, p.last, p.n = nil, -1, -1, 0
+	}
+	return errors.Join(errs...)
 }
 
 func (s *S3Store) readFence(ctx context.Context, key string) (fenceState, string, error) {

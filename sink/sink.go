@@ -38,6 +38,9 @@ type Options struct {
 	// LagInterval is how often the lag gauges are read from the group's
 	// description. Default 10 s; negative: never.
 	LagInterval time.Duration
+	// FinishTimeout bounds, at shutdown, the completion of a write the
+	// store began (see Finisher). Default 10 s.
+	FinishTimeout time.Duration
 	// Metrics receive the sink's series. Default: a registry nobody serves.
 	Metrics *Metrics
 	// Logger. Default slog.Default().
@@ -67,6 +70,9 @@ func (o *Options) validate() error {
 	}
 	if o.LagInterval == 0 {
 		o.LagInterval = 10 * time.Second
+	}
+	if o.FinishTimeout == 0 {
+		o.FinishTimeout = 10 * time.Second
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
@@ -162,9 +168,18 @@ func (s *Sink) Run(ctx context.Context) error {
 
 	err := s.loop(ctx, gc, cm)
 
-	// Shutdown: stop the committer, which sends what is pending first (a
-	// commit is for lag only, so it is bounded and may fail); then leave,
-	// so the partitions move to the other members at once.
+	// Shutdown: complete what the store began (a Finisher: the S3
+	// archive's reserved object), within FinishTimeout, while the
+	// partitions are still ours; stop the committer, which sends what is
+	// pending first (a commit is for lag only, so it is bounded and may
+	// fail); then leave, so the partitions move to the other members at once.
+	if f, ok := s.opts.Store.(Finisher); ok {
+		fctx, cancel := context.WithTimeout(context.Background(), s.opts.FinishTimeout)
+		if ferr := f.Finish(fctx); ferr != nil {
+			s.log.Warn("sink: stopping with a write unfinished; the next owner completes it", "err", ferr)
+		}
+		cancel()
+	}
 	stopCommits()
 	wg.Wait()
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

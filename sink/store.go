@@ -90,3 +90,14 @@ type Flusher interface {
 
 // field is the name of a partition's entry in a store's offsets table.
 func field(tp api.TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
+
+// Finisher is a Store that may hold a write begun and not completed when
+// the sink stops (the S3 archive's range reserved in its fence object whose
+// object is not stored yet). The sink calls Finish once when it stops,
+// after its last Write or Flush, with a bounded context.
+type Finisher interface {
+	// Finish completes what was begun, or leaves it for the next owner's
+	// Claim to complete; it never leaves anything half-written. Errors:
+	// what stopped it (the work stays for the next owner).
+	Finish(ctx context.Context) error
+}

@@ -76,13 +76,14 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runWithProgress(ctx, s)
+	return runWithProgress(ctx, s, nil)
 }
 
-// runWithProgress runs s, with a progress line when stderr is a terminal.
-func runWithProgress(ctx context.Context, s *sink.Sink) error {
+// runWithProgress runs s, with a progress line when stderr is a terminal;
+// extra, if not nil, adds the store's own figures to it.
+func runWithProgress(ctx context.Context, s *sink.Sink, extra func() string) error {
 	if isTerminal(os.Stderr) {
-		stop := startProgress(s)
+		stop := startProgress(s, extra)
 		defer stop()
 	}
 	return s.Run(ctx)
@@ -108,8 +109,8 @@ func isTerminal(f *os.File) bool {
 }
 
 // startProgress rewrites one line on stderr every second with the sink's
-// totals and rate; stop ends it and moves to a new line.
-func startProgress(s *sink.Sink) (stop func()) {
+// totals and rate (and extra's figures); stop ends it and moves to a new line.
+func startProgress(s *sink.Sink, extra func() string) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -125,7 +126,11 @@ func startProgress(s *sink.Sink) (stop func()) {
 				st := s.Stats()
 				rate := float64(st.Written-last) / now.Sub(lastAt).Seconds()
 				last, lastAt = st.Written, now
-				fmt.Fprintf(os.Stderr, "\r\033[Kwritten %d records in %d batches, %.0f rec/s, %d partitions, %d fenced", st.Written, st.Batches, rate, st.Partitions, st.Fenced)
+				line := fmt.Sprintf("written %d records in %d batches, %.0f rec/s, %d partitions, %d fenced", st.Written, st.Batches, rate, st.Partitions, st.Fenced)
+				if extra != nil {
+					line += ", " + extra()
+				}
+				fmt.Fprint(os.Stderr, "\r\033[K"+line)
 			}
 		}
 	}()

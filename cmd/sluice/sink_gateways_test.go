@@ -31,18 +31,7 @@ func TestSinkTwoGatewaysOneKilled(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
-	sess := c.Store.Session()
-	gw2, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: sess, Version: "test", OpenAPI: sluice.OpenAPI,
-		Logger: slog.New(slog.NewTextHandler(logWriter{t, "gateway 2: "}, &slog.HandlerOptions{Level: slog.LevelWarn})), OffsetsTopicPartitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw2.Start()
-	t.Cleanup(func() { gw2.Close(); sess.Close() })
-	urls := []string{c.URL, "http://" + gw2.Addr()}
-	testcluster.WaitReady(t, urls[1], 10*time.Second)
-
+	c, urls := twoGatewayCluster(t)
 	cl, err := client.New(c.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -110,4 +99,22 @@ func TestSinkTwoGatewaysOneKilled(t *testing.T) {
 	}
 	t.Logf("%d records acknowledged; log ends %v; the survivor (gateway %d) caught up %s after the producer stopped, holding %v partitions, having written %v records",
 		prod.produced.Load(), ends, survivorGW+1, time.Since(start).Round(time.Millisecond), owned, written)
+}
+
+// twoGatewayCluster starts a one-broker in-process cluster with a second
+// gateway of its own; urls are the two gateways' base URLs.
+func twoGatewayCluster(t *testing.T) (*testcluster.Cluster, []string) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	sess := c.Store.Session()
+	gw2, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: sess, Version: "test", OpenAPI: sluice.OpenAPI,
+		Logger: slog.New(slog.NewTextHandler(logWriter{t, "gateway 2: "}, &slog.HandlerOptions{Level: slog.LevelWarn})), OffsetsTopicPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw2.Start()
+	t.Cleanup(func() { gw2.Close(); sess.Close() })
+	urls := []string{c.URL, "http://" + gw2.Addr()}
+	testcluster.WaitReady(t, urls[1], 10*time.Second)
+	return c, urls
 }

@@ -17,32 +17,41 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// holdProxy relays TCP connections to Redis. Once armed with a marker, the
-// first connection whose client sends a chunk containing it is held: that
-// chunk and everything after it on that connection wait until release.
-// It also notes when Redis answers with a FENCED error.
+// holdProxy relays TCP connections to a server (Redis, S3). Once armed
+// with a marker, the first connection whose client sends a chunk
+// containing it is held: that chunk and everything after it on that
+// connection wait until release. It also notes when the server answers
+// with a refusal (Redis's FENCED error, or what startHoldProxyFor names).
 type holdProxy struct {
-	ln     net.Listener
-	target string
+	ln      net.Listener
+	target  string
+	refusal []byte // what a refusing answer contains
 
 	mu      sync.Mutex // guards the fields below and orders writes to a held connection
 	marker  []byte     // nil: nothing is held
 	holding *holdConn  // the connection being held, nil if none
 	buf     []byte     // what holding's client sent since it was held
 	held    chan struct{}
-	fenced  chan struct{} // closed at the first FENCED reply
+	fenced  chan struct{} // closed at the first refusal
 	conns   []net.Conn
 }
 
 type holdConn struct{ up net.Conn }
 
+// startHoldProxy relays to the Redis at target; a FENCED error reply is a refusal.
 func startHoldProxy(t *testing.T, target string) *holdProxy {
+	t.Helper()
+	return startHoldProxyFor(t, target, "-FENCED ")
+}
+
+// startHoldProxyFor relays to target; an answer containing refusal is one.
+func startHoldProxyFor(t *testing.T, target, refusal string) *holdProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &holdProxy{ln: ln, target: target, held: make(chan struct{}), fenced: make(chan struct{})}
+	p := &holdProxy{ln: ln, target: target, refusal: []byte(refusal), held: make(chan struct{}), fenced: make(chan struct{})}
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
@@ -104,7 +113,7 @@ func (p *holdProxy) toClient(down, up net.Conn) {
 	for {
 		n, err := up.Read(b)
 		if n > 0 {
-			if bytes.Contains(b[:n], []byte("-FENCED ")) {
+			if bytes.Contains(b[:n], p.refusal) {
 				p.mu.Lock()
 				select {
 				case <-p.fenced:

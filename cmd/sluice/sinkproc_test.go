@@ -26,7 +26,7 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// sinkProcess is a `sluice sink redis` child process. The test's cleanup
+// sinkProcess is a `sluice sink` child process. The test's cleanup
 // resumes it if stopped and kills it if it still runs.
 type sinkProcess struct {
 	t      *testing.T
@@ -40,7 +40,14 @@ type sinkProcess struct {
 // environment; its stderr goes to t.Log prefixed with name.
 func startSinkProcess(t *testing.T, name string, args []string, env ...string) *sinkProcess {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), append([]string{"sink", "redis"}, args...)...)
+	return startSluiceProcess(t, name, append([]string{"sink", "redis"}, args...), env...)
+}
+
+// startSluiceProcess runs `sluice args...` with env added to the
+// environment; its stderr goes to t.Log prefixed with name.
+func startSluiceProcess(t *testing.T, name string, args []string, env ...string) *sinkProcess {
+	t.Helper()
+	cmd := exec.Command(sluiceBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logWriter{t, name + ": "}
 	if err := cmd.Start(); err != nil {

@@ -54,14 +54,14 @@ func runSinkS3(ctx context.Context, args []string) error {
 	}
 	defer cl.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	metrics := sink.NewMetrics()
 	store, err := sink.NewS3Store(bkt, sink.S3Options{
 		Group: *group, Prefix: *prefix, MaxRecords: *maxRecords, MaxBytes: *maxBytes, MaxInterval: *maxInterval,
-		ReadLog: sink.ClientLog(cl), Logger: logger,
+		ReadLog: sink.ClientLog(cl), Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
-	metrics := sink.NewMetrics()
 	if *metricsAddr != "" {
 		stop, err := serveMetrics(*metricsAddr, metrics.Handler())
 		if err != nil {
@@ -76,7 +76,10 @@ func runSinkS3(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runWithProgress(ctx, s)
+	return runWithProgress(ctx, s, func() string {
+		st := store.Stats()
+		return fmt.Sprintf("%d objects, %.1f MB stored (%.1f MB NDJSON)", st.Objects, float64(st.Bytes)/1e6, float64(st.RawBytes)/1e6)
+	})
 }
 
 const archiveUsage = "usage: sluice archive verify --topic T --s3-endpoint HOST:PORT --s3-bucket B [--prefix P] [--deep=false] [--json] [--url URL]"
