@@ -2,98 +2,164 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/client"
 )
 
-const groupsUsage = "usage: sluice groups list | describe GROUP | reset GROUP --topic T[,T] --to earliest|latest|offset:N|timestamp:MS | delete GROUP [--url URL] [-o text|json]"
+// groupsCmd is `sluice groups list|describe|reset|delete`.
+func groupsCmd(ctx context.Context, cio clientIO, args []string) error {
+	return dispatch(ctx, cio, "groups", []subcommand{
+		{"list", "the consumer groups, their states and member counts", groupsList},
+		{"describe", "a group's partitions (committed offset, lag, owner) and members", groupsDescribe},
+		{"reset", "move a group's committed offsets (the group must have no members)", groupsReset},
+		{"delete", "delete a group and its committed offsets (it must have no members)", groupsDelete},
+	}, args)
+}
 
-// runGroups is `sluice groups list|describe|reset|delete`.
-func runGroups(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return errors.New(groupsUsage)
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("groups "+sub, flag.ContinueOnError)
-	base := gatewayFlag(fs)
-	out := fs.String("o", "text", "output: text or json")
-	topics := fs.String("topic", "", "reset: the topics to reset, comma-separated")
-	to := fs.String("to", "", "reset: earliest, latest, offset:N or timestamp:MS")
-	rest := args[1:]
-	var group string
-	if sub != "list" {
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			return errors.New(groupsUsage)
-		}
-		group, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
+func groupsList(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "groups list [-o text|json] [--url URL]"
+	fs := newFlags(cio, "groups list", synopsis, "Lists the consumer groups with their states and member counts.")
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if *out != "text" && *out != "json" {
-		return fmt.Errorf("-o %q: want text or json", *out)
+	if len(pos) != 0 {
+		return usagef("groups list takes no arguments; usage: sluice %s", synopsis)
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
 	}
 	cl, err := newClient(*base)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	switch sub {
-	case "list":
-		gs, err := cl.ListGroups(ctx)
-		if err != nil {
-			return err
-		}
-		if *out == "json" {
-			return printJSON(api.GroupList{Groups: gs})
-		}
-		return printGroupList(os.Stdout, gs)
-	case "describe":
-		d, err := cl.DescribeGroup(ctx, group)
-		if err != nil {
-			return err
-		}
-		if *out == "json" {
-			return printJSON(d)
-		}
-		return printGroup(os.Stdout, d)
-	case "reset":
-		if *topics == "" || *to == "" {
-			return errors.New("reset needs --topic and --to")
-		}
-		res, err := cl.ResetOffsets(ctx, group, api.ResetOffsetsRequest{Topics: strings.Split(*topics, ","), To: *to})
-		if err != nil {
-			return err
-		}
-		if *out == "json" {
-			return printJSON(res)
-		}
-		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "TOPIC\tPARTITION\tOFFSET")
-		for _, o := range res.Committed {
-			fmt.Fprintf(w, "%s\t%d\t%d\n", o.Topic, o.Partition, o.Offset)
-		}
-		return w.Flush()
-	case "delete":
-		if err := cl.DeleteGroup(ctx, group); err != nil {
-			return err
-		}
-		if *out == "text" {
-			fmt.Printf("deleted group %s\n", group)
-		}
-		return nil
+	gs, err := cl.ListGroups(ctx)
+	if err != nil {
+		return err
 	}
-	return errors.New(groupsUsage)
+	if *out == "json" {
+		return printJSON(cio.out, api.GroupList{Groups: gs})
+	}
+	return printGroupList(cio.out, gs)
+}
+
+func groupsDescribe(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "groups describe GROUP [-o text|json] [--url URL]"
+	fs := newFlags(cio, "groups describe", synopsis, `
+Describes a group: its state and epoch, a row per partition of its topics
+(committed offset, high watermark, lag in records and in time, owner), and
+its members with their partitions.`)
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	group, err := oneName(pos, "GROUP", synopsis)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	d, err := cl.DescribeGroup(ctx, group)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return printJSON(cio.out, d)
+	}
+	return printGroup(cio.out, d)
+}
+
+func groupsReset(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "groups reset GROUP --topic T[,T] --to beginning|end|N|@TIME [-o text|json] [--url URL]"
+	fs := newFlags(cio, "groups reset", synopsis, `
+Sets a group's committed offset in every partition of the topics: to the log
+start (beginning, or earliest), the high watermark (end, or latest), offset N
+(also offset:N), or the first record at or after TIME (@TIME in Unix ms or
+RFC 3339, also timestamp:MS). The group must have no members
+(GROUP_NOT_EMPTY otherwise).`)
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	topics := fs.String("topic", "", "the topics to reset, comma-separated")
+	to := fs.String("to", "", "beginning, end, N or @TIME")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	group, err := oneName(pos, "GROUP", synopsis)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	if *topics == "" || *to == "" {
+		return usagef("groups reset needs --topic and --to; usage: sluice %s", synopsis)
+	}
+	target, err := resetSpec(*to)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := cl.ResetOffsets(ctx, group, api.ResetOffsetsRequest{Topics: strings.Split(*topics, ","), To: target})
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return printJSON(cio.out, res)
+	}
+	w := tabwriter.NewWriter(cio.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tOFFSET")
+	for _, o := range res.Committed {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", o.Topic, o.Partition, o.Offset)
+	}
+	return w.Flush()
+}
+
+func groupsDelete(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "groups delete GROUP [-o text|json] [--url URL]"
+	fs := newFlags(cio, "groups delete", synopsis, "Deletes a group and its committed offsets. The group must have no members (GROUP_NOT_EMPTY otherwise).")
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	group, err := oneName(pos, "GROUP", synopsis)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.DeleteGroup(ctx, group); err != nil {
+		return err
+	}
+	if *out == "json" {
+		return printJSON(cio.out, map[string]string{"deleted": group})
+	}
+	_, err = fmt.Fprintf(cio.out, "deleted group %s\n", group)
+	return err
 }
 
 func printGroupList(w io.Writer, gs []api.GroupSummary) error {
@@ -111,22 +177,12 @@ func printGroup(w io.Writer, d api.GroupDescription) error {
 	fmt.Fprintf(w, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, d.Assignor, len(d.Members))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tHIGH-WATERMARK\tLAG\tLAG-TIME\tOWNER")
-	num := func(n int64) string {
-		if n < 0 {
-			return "-"
-		}
-		return fmt.Sprint(n)
-	}
 	for _, p := range d.Partitions {
 		lagTime := "-"
 		if p.LagMs >= 0 {
 			lagTime = (time.Duration(p.LagMs) * time.Millisecond).String()
 		}
-		owner := p.Owner
-		if owner == "" {
-			owner = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, num(p.CommittedOffset), num(p.HighWatermark), num(p.Lag), lagTime, owner)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, orDash(p.CommittedOffset), orDash(p.HighWatermark), orDash(p.Lag), lagTime, strOrDash(p.Owner))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -138,78 +194,26 @@ func printGroup(w io.Writer, d api.GroupDescription) error {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tINSTANCE\tKIND\tEPOCH\tPARTITIONS")
 	for _, m := range d.Members {
-		inst := m.InstanceID
-		if inst == "" {
-			inst = "-"
-		}
 		var parts []string
 		for _, tp := range m.Assignment {
 			parts = append(parts, fmt.Sprintf("%s/%d", tp.Topic, tp.Partition))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.MemberID, inst, m.Kind, m.MemberEpoch, strings.Join(parts, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.MemberID, strOrDash(m.InstanceID), m.Kind, m.MemberEpoch, strings.Join(parts, ","))
 	}
 	return tw.Flush()
 }
 
-// consumeGroup is `sluice consume TOPIC --group G`: a group member that
-// prints each record as NDJSON and commits after printing (at least once).
-// Without --follow it stops at the first empty poll; it leaves the group on
-// exit, so its partitions move at once.
-func consumeGroup(ctx context.Context, cl *client.Client, group string, topics []string, follow bool, limit int, instance string) error {
-	opts := client.GroupConsumerOptions{Topics: topics, InstanceID: instance, MaxWait: fetchWait, Rejoin: true}
-	if !follow {
-		opts.MaxWait = time.Second
+// orDash is n, or "-" for a position that is not known (negative).
+func orDash(n int64) string {
+	if n < 0 {
+		return "-"
 	}
-	gc := cl.NewGroupConsumer(group, opts)
-	if err := gc.Join(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gc.Close(cctx)
-	}()
-	enc := json.NewEncoder(os.Stdout)
-	n := 0
-	for ctx.Err() == nil {
-		b, err := gc.Poll(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		for i, r := range b.Records {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-			if n++; limit > 0 && n >= limit {
-				// Commit only what was printed.
-				next := b.Records[:i+1]
-				return commitPrinted(ctx, gc, b, next)
-			}
-		}
-		if len(b.Records) > 0 {
-			if _, err := gc.Commit(ctx, b.Cursor); err != nil {
-				return err
-			}
-		} else if !follow {
-			return nil
-		}
-	}
-	return nil
+	return fmt.Sprint(n)
 }
 
-// commitPrinted commits the offsets after the printed records of a poll.
-func commitPrinted(ctx context.Context, gc *client.GroupConsumer, b client.GroupBatch, printed []api.GroupRecord) error {
-	last := map[api.TopicPartition]int64{}
-	for _, r := range printed {
-		last[api.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
+func strOrDash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	offs := make([]api.PartitionOffset, 0, len(last))
-	for tp, o := range last {
-		offs = append(offs, api.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o})
-	}
-	_, err := gc.CommitOffsets(ctx, b.MemberEpoch, offs)
-	return err
+	return s
 }

@@ -25,7 +25,7 @@ func TestGroupCommands(t *testing.T) {
 		t.Fatalf("consume --group --limit 2: %v\n%s", err, out)
 	}
 	// The next member of the group reads the other three, each once.
-	out2, err := runCLI(t, runConsume, "", "events", url, "--group", "billing")
+	out2, err := runCLI(t, runConsume, "", "events", url, "--group", "billing", "-e")
 	if err != nil || strings.Count(out2, "\n") != 3 {
 		t.Fatalf("consume --group, the rest: %v\n%s", err, out2)
 	}
@@ -67,7 +67,7 @@ func TestGroupCommands(t *testing.T) {
 	if out, err = runCLI(t, runGroups, "", "reset", "billing", url, "--topic", "events", "--to", "earliest"); err != nil || strings.Count(out, "\n") != 3 {
 		t.Fatalf("groups reset: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, runConsume, "", "events", url, "--group", "billing")
+	out, err = runCLI(t, runConsume, "", "events", url, "--group", "billing", "-e")
 	if err != nil || strings.Count(out, "\n") != 5 {
 		t.Fatalf("consume after a reset to earliest: %v\n%s", err, out)
 	}

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,58 +19,92 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string) error
+	// cli, set for the client commands instead of run, reads and writes
+	// through the given streams (tests run them in-process).
+	cli func(ctx context.Context, cio clientIO, args []string) error
 }
 
 func commands() []command {
 	return []command{
-		{"dev", "run a gateway, brokers, an in-process coordinator and a local object store in one process", runDev},
-		{"broker", "run a broker node (ZooKeeper-coordinated)", runBroker},
-		{"gateway", "run a stateless public API gateway (ZooKeeper-coordinated)", runGateway},
-		{"topics", "list, create, describe or delete topics", runTopics},
-		{"produce", "produce records read from stdin (one per line) or given as arguments", runProduce},
-		{"consume", "print records of a partition, or of a consumer group's share of a topic, as NDJSON", runConsume},
-		{"groups", "list, describe, reset or delete consumer groups", runGroups},
-		{"sink", "write topics into Redis or an S3 archive exactly once, as a consumer group member (sink redis|s3)", runSink},
-		{"archive", "check an S3 archive of a topic against the log: gaps, overlaps (archive verify)", runArchive},
-		{"bench", "measure produce and consume throughput and latency through a gateway", runBench},
-		{"version", "print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
+		{name: "dev", summary: "run a gateway, brokers, an in-process coordinator and a local object store in one process", run: runDev},
+		{name: "broker", summary: "run a broker node (ZooKeeper-coordinated)", run: runBroker},
+		{name: "gateway", summary: "run a stateless public API gateway (ZooKeeper-coordinated)", run: runGateway},
+		{name: "topics", summary: "list, describe, create, delete topics or alter their configs", cli: topicsCmd},
+		{name: "produce", summary: "produce stdin's lines (or arguments) as records, idempotently; print where each landed", cli: produceCmd},
+		{name: "consume", summary: "print records of a topic's partitions from any position, or of a consumer group's share", cli: consumeCmd},
+		{name: "groups", summary: "list, describe, reset or delete consumer groups", cli: groupsCmd},
+		{name: "sink", summary: "write topics into Redis or an S3 archive exactly once, as a consumer group member (sink redis|s3)", run: runSink},
+		{name: "archive", summary: "check an S3 archive of a topic against the log: gaps, overlaps (archive verify)", run: runArchive},
+		{name: "bench", summary: "measure produce and consume throughput and latency through a gateway", run: runBench},
+		{name: "version", summary: "print the version", run: func(context.Context, []string) error { fmt.Println(version); return nil }},
 	}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: sluice <command> [flags]\n\ncommands:\n")
+func usage(cio clientIO) {
+	fmt.Fprintf(cio.errOut, "usage: sluice <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(cio.errOut, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'sluice <command> -h' for a command's flags.\n")
+	fmt.Fprintf(cio.errOut, "\nRun 'sluice <command> --help' for a command's flags.\n")
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runMain(ctx, stdIO(), os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// runMain runs the command named by args[0] and returns the exit status:
+// 0 on success (and for --help), 1 when the command failed (the error is
+// printed with its stable code when the API answered one), 2 for a command
+// line that cannot run.
+func runMain(ctx context.Context, cio clientIO, args []string) int {
+	if len(args) < 1 {
+		usage(cio)
+		return 2
 	}
-	name := os.Args[1]
+	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {
-		usage()
-		return
+		usage(cio)
+		return 0
 	}
 	for _, c := range commands() {
 		if c.name != name {
 			continue
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := c.run(ctx, os.Args[2:])
-		stop()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sluice %s: %v\n", name, err)
-			os.Exit(1)
+		var err error
+		if c.cli != nil {
+			err = c.cli(ctx, cio, args[1:])
+		} else {
+			err = c.run(ctx, args[1:])
 		}
-		return
+		return exitStatus(cio, name, err)
 	}
-	fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", name)
-	usage()
-	os.Exit(2)
+	fmt.Fprintf(cio.errOut, "sluice: unknown command %q\n\n", name)
+	usage(cio)
+	return 2
+}
+
+// exitStatus prints err, unless the flag package already did, and maps it
+// to the exit status.
+func exitStatus(cio clientIO, name string, err error) int {
+	var ue *usageError
+	var ve *verbError
+	if errors.As(err, &ve) {
+		name, err = name+" "+ve.verb, ve.err
+	}
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlagsReported):
+		return 2
+	case errors.As(err, &ue):
+		fmt.Fprintf(cio.errOut, "sluice %s: %v\n", name, err)
+		return 2
+	}
+	fmt.Fprintf(cio.errOut, "sluice %s: %v\n", name, err)
+	return 1
 }
 
 // envOr returns the environment variable's value, or def when it is unset.

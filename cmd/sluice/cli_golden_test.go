@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestCLIGolden under testdata/cli")
+
+// cliCase is one command line run against the test cluster. Its golden file
+// testdata/cli/NAME.golden holds the command, its stdout, its stderr and its
+// exit status; the gateway's URL is written as $SLUICE_URL.
+type cliCase struct {
+	name  string
+	stdin string
+	args  []string
+}
+
+// Fixed times of the records produced below.
+const (
+	t0 = "2026-01-01T00:00:00Z" // 1767225600000
+	t1 = "1767225660000"        // 2026-01-01T00:01:00Z
+	t2 = "2026-01-01T00:02:00Z" // 1767225720000
+)
+
+// cliCases run in order against one cluster: each sees what the ones
+// before it created.
+var cliCases = []cliCase{
+	// Help, for every command and verb.
+	{name: "help", args: []string{"--help"}},
+	{name: "consume-help", args: []string{"consume", "--help"}},
+	{name: "produce-help", args: []string{"produce", "--help"}},
+	{name: "topics-help", args: []string{"topics", "--help"}},
+	{name: "topics-list-help", args: []string{"topics", "list", "--help"}},
+	{name: "topics-describe-help", args: []string{"topics", "describe", "--help"}},
+	{name: "topics-create-help", args: []string{"topics", "create", "--help"}},
+	{name: "topics-delete-help", args: []string{"topics", "delete", "--help"}},
+	{name: "groups-help", args: []string{"groups", "--help"}},
+	{name: "groups-list-help", args: []string{"groups", "list", "--help"}},
+	{name: "groups-describe-help", args: []string{"groups", "describe", "--help"}},
+	{name: "groups-reset-help", args: []string{"groups", "reset", "--help"}},
+	{name: "groups-delete-help", args: []string{"groups", "delete", "--help"}},
+
+	// Topics.
+	{name: "topics-create", args: []string{"topics", "create", "orders", "-p", "3", "-r", "1", "-c", "retention.ms=-1"}},
+	{name: "topics-create-json", args: []string{"topics", "create", "events", "--partitions", "1", "--config", "retention.ms=-1", "--config", "cleanup.policy=compact,delete", "-o", "json"}},
+	{name: "topics-create-exists", args: []string{"topics", "create", "orders"}},
+	{name: "topics-create-bad-config", args: []string{"topics", "create", "bad", "-c", "retention.ms=soon"}},
+	{name: "topics-list", args: []string{"topics", "list"}},
+	{name: "topics-list-json", args: []string{"topics", "list", "--output", "json"}},
+
+	// Produce: each form, with fixed timestamps and keys.
+	{name: "produce-keysep-headers", stdin: "k1:v1\nk2:v2\nk3:{\"n\": 3}\n",
+		args: []string{"produce", "orders", "-p", "0", "--timestamp", t0, "-K", ":", "-H", "src=cli", "-H", "env=test", "-f", `%t %p@%o key=%k ts=%T headers=%h\n`}},
+	{name: "produce-key-default-format", stdin: "a\nb\n", args: []string{"produce", "orders", "-p", "0", "--timestamp", t1, "-k", "fixed"}},
+	{name: "produce-by-key", stdin: "alpha,1\nbravo,2\ncharlie,3\ndelta,4\n", args: []string{"produce", "orders", "--timestamp", t2, "-K", ",", "-f", `%k -> %p\n`}},
+	{name: "produce-json", stdin: "x\n", args: []string{"produce", "orders", "-p", "2", "--timestamp", t2, "-f", "json"}},
+	{name: "produce-output-json", stdin: "y\n", args: []string{"produce", "orders", "-p", "2", "--timestamp", t2, "--output", "json"}},
+	{name: "produce-args", args: []string{"produce", "events", "--timestamp", t0, "-k", "user-1", "-f", `%o %k=%v\n`, "signed-up", "logged-in"}},
+	{name: "produce-tombstone", stdin: "\n", args: []string{"produce", "events", "--timestamp", t1, "-k", "user-2", "-Z", "-f", `%o %k value-length=%S\n`}},
+	{name: "produce-json-values", stdin: "{\"a\": 1}\n[1, 2]\n", args: []string{"produce", "events", "--timestamp", t1, "-k", "user-3", "--json", "-f", `%o %v\n`}},
+	{name: "produce-silent", stdin: "quiet\n", args: []string{"produce", "events", "--timestamp", t2, "-k", "user-4", "-f", ""}},
+	{name: "produce-not-json", stdin: "{\n", args: []string{"produce", "events", "--json"}},
+	{name: "produce-unknown-topic", stdin: "v\n", args: []string{"produce", "nope"}},
+	{name: "produce-unknown-partition", stdin: "v\n", args: []string{"produce", "orders", "-p", "7"}},
+	{name: "produce-key-and-sep", args: []string{"produce", "orders", "-k", "a", "-K", ":"}},
+
+	// Consume: every -o form, -e, -n, -p, formats.
+	{name: "consume-format", args: []string{"consume", "orders", "-p", "0", "-e", "-f", `%t/%p@%o %T key=%k (%K) value=%v (%S) [%h]\n`}},
+	{name: "consume-json", args: []string{"consume", "orders", "-p", "0", "-e"}},
+	{name: "consume-output-json", args: []string{"consume", "orders", "-p", "2", "-e", "--output", "json"}},
+	{name: "consume-output-text", args: []string{"consume", "orders", "-p", "0", "-e", "--output", "text"}},
+	{name: "consume-kcat-s", args: []string{"consume", "orders", "-p", "0", "-e", "-f", `%s\t%k\t100%%\n`}},
+	{name: "consume-partitions", args: []string{"consume", "orders", "-p", "0,2", "-e", "-f", `%p %o %v\n`}},
+	{name: "consume-all-partitions", args: []string{"consume", "-e", "-f", `%p %o %k %v\n`, "orders"}},
+	{name: "consume-offset-beginning", args: []string{"consume", "orders", "-p", "0", "-o", "beginning", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-end", args: []string{"consume", "orders", "-p", "0", "-o", "end", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-absolute", args: []string{"consume", "orders", "-p", "0", "-o", "3", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-from-end", args: []string{"consume", "orders", "-p", "0", "-o", "-2", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-from-start", args: []string{"consume", "orders", "-p", "0", "-o", "+1", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-past-start", args: []string{"consume", "orders", "-p", "0", "-o", "+99", "-e", "-f", `%o %v\n`}},
+	{name: "consume-offset-time-ms", args: []string{"consume", "orders", "-p", "0", "-o", "@" + t1, "-e", "-f", `%o %T %v\n`}},
+	{name: "consume-offset-time-rfc3339", args: []string{"consume", "orders", "-o", "@" + t2, "-e", "-f", `%p %o %T %v\n`}},
+	{name: "consume-offset-time-after-all", args: []string{"consume", "orders", "-p", "0", "-o", "@2030-01-01T00:00:00Z", "-e", "-f", `%o %v\n`}},
+	{name: "consume-count", args: []string{"consume", "orders", "-p", "0", "-n", "2", "-f", `%o %v\n`}},
+	{name: "consume-count-with-end", args: []string{"consume", "orders", "-n", "100", "-e", "-p", "2", "-f", `%o %v\n`}},
+	{name: "consume-binary-and-tombstone", args: []string{"consume", "events", "-e"}},
+	{name: "consume-unknown-topic", args: []string{"consume", "nope", "-e"}},
+	{name: "consume-unknown-partition", args: []string{"consume", "orders", "-p", "9", "-e"}},
+	{name: "consume-bad-offset", args: []string{"consume", "orders", "-o", "soon"}},
+	{name: "consume-bad-format", args: []string{"consume", "orders", "-f", "%x"}},
+	{name: "consume-no-topic", args: []string{"consume", "-e"}},
+	{name: "consume-bad-flag", args: []string{"consume", "orders", "--frobnicate"}},
+	{name: "consume-bad-url", args: []string{"consume", "orders", "--url", "ftp://example"}},
+
+	// Groups.
+	{name: "consume-group", args: []string{"consume", "events", "-g", "billing", "-e", "-f", `%t %p %o %k\n`}},
+	{name: "consume-group-again", args: []string{"consume", "events", "-g", "billing", "-e", "-f", `%t %p %o %k\n`}},
+	{name: "consume-group-with-partitions", args: []string{"consume", "events", "-g", "billing", "-p", "0"}},
+	{name: "groups-list", args: []string{"groups", "list"}},
+	{name: "groups-list-json", args: []string{"groups", "list", "-o", "json"}},
+	{name: "groups-describe", args: []string{"groups", "describe", "billing"}},
+	{name: "groups-describe-json", args: []string{"groups", "describe", "billing", "--output", "json"}},
+	{name: "groups-reset", args: []string{"groups", "reset", "billing", "--topic", "events", "--to", "+1"}},
+	{name: "groups-reset-offset", args: []string{"groups", "reset", "billing", "--topic", "events", "--to", "3"}},
+	{name: "consume-group-after-reset", args: []string{"consume", "events", "-g", "billing", "-n", "1", "-f", `%o %k\n`}},
+	{name: "groups-reset-time", args: []string{"groups", "reset", "billing", "--topic", "events", "--to", "@" + t1, "-o", "json"}},
+	{name: "groups-reset-beginning", args: []string{"groups", "reset", "billing", "--topic", "events", "--to", "beginning"}},
+	{name: "groups-delete", args: []string{"groups", "delete", "billing"}},
+	{name: "groups-describe-unknown", args: []string{"groups", "describe", "billing"}},
+
+	// Describe and delete.
+	{name: "topics-describe", args: []string{"topics", "describe", "orders"}},
+	{name: "topics-describe-json", args: []string{"topics", "describe", "events", "-o", "json"}},
+	{name: "topics-delete", args: []string{"topics", "delete", "orders"}},
+	{name: "topics-describe-deleted", args: []string{"topics", "describe", "orders"}},
+	{name: "topics-unknown-verb", args: []string{"topics", "frob"}},
+	{name: "unknown-command", args: []string{"frob"}},
+}
+
+// TestCLIGolden runs every documented form of the client commands against
+// an in-process cluster and compares what each printed, and its exit status,
+// with testdata/cli. go test ./cmd/sluice -run TestCLIGolden -update
+// rewrites the files.
+func TestCLIGolden(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	t.Setenv("SLUICE_URL", c.URL) // --url is left out: the environment names the gateway
+	for _, tc := range cliCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runGolden(t, c.URL, tc)
+			path := filepath.Join("testdata", "cli", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to write it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", tc.name, path, got, want)
+			}
+		})
+	}
+}
+
+// runGolden runs one case through runMain and renders the transcript.
+func runGolden(t *testing.T, url string, tc cliCase) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := runMain(ctx, clientIO{in: strings.NewReader(tc.stdin), out: &out, errOut: &errOut}, tc.args)
+	if ctx.Err() != nil {
+		t.Fatalf("%s did not finish in 30 s", tc.name)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ sluice %s\n", shellJoin(tc.args))
+	if tc.stdin != "" {
+		fmt.Fprintf(&b, "--- stdin\n%s", tc.stdin)
+	}
+	fmt.Fprintf(&b, "--- stdout\n%s", out.String())
+	fmt.Fprintf(&b, "--- stderr\n%s", errOut.String())
+	fmt.Fprintf(&b, "--- exit %d\n", code)
+	return strings.ReplaceAll(b.String(), url, "$SLUICE_URL")
+}
+
+// shellJoin quotes args as a POSIX shell would need them.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:=/@+") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
