@@ -248,14 +248,23 @@ func (v *View) cached(p string) (nodeData, bool) {
 	return n, ok && n.version != -2
 }
 
-// arm records a fresh read under an armed watch and starts its forwarder.
+// arm records a read of p. fresh means the read armed a new watch (ch), whose
+// forwarder is started here. Otherwise the read relied on the watch of an
+// earlier read; if that watch fired while the read was in flight, its
+// forwarder has already forgotten p, and the data is left uncached so the
+// next refresh reads p again and arms a new watch. Caching it would leave p
+// with no watch at all, its later changes never seen.
 func (v *View) arm(p string, n nodeData, ch <-chan coord.Event, fresh bool) {
 	v.mu.Lock()
+	if !fresh {
+		if _, ok := v.watched[p]; ok {
+			v.watched[p] = n
+		}
+		v.mu.Unlock()
+		return
+	}
 	v.watched[p] = n
 	v.mu.Unlock()
-	if !fresh {
-		return // the watch from an earlier read is still armed
-	}
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()

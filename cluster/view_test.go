@@ -1,0 +1,87 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/testwait"
+)
+
+// racingCoord changes the tree in the middle of one unwatched Children read
+// of BrokersIDsPath: the armed watch fires, and its forwarder forgets the
+// node, before the read returns.
+type racingCoord struct {
+	coord.Coordinator
+	mu     sync.Mutex
+	during func() // run once inside the next Children(BrokersIDsPath)
+}
+
+func (c *racingCoord) Children(ctx context.Context, p string) ([]string, coord.Stat, error) {
+	c.mu.Lock()
+	f := c.during
+	if p == BrokersIDsPath {
+		c.during = nil
+	}
+	c.mu.Unlock()
+	if p == BrokersIDsPath && f != nil {
+		f()
+	}
+	return c.Coordinator.Children(ctx, p)
+}
+
+func register(t *testing.T, c coord.Coordinator, id int32) {
+	t.Helper()
+	data, _ := json.Marshal(api.BrokerRegistration{ID: id})
+	if _, err := c.Create(context.Background(), BrokerPath(id), data, coord.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A watch that fires while the view re-reads the node through it must not
+// leave the node cached with no watch: a broker registering later would
+// then stay unknown to this view for good (seen as a follower never let
+// back into the ISR, because the leader's view said it was not alive).
+func TestViewSeesChangesAfterAWatchFiresDuringARead(t *testing.T) {
+	store, err := coord.NewMemStore(coord.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s := store.Session()
+	ctx := context.Background()
+	for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
+		if _, err := s.Create(ctx, p, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(t, s, 1)
+
+	rc := &racingCoord{Coordinator: s}
+	v := NewView(rc, nil)
+	v.Start()
+	defer v.Close()
+	<-v.Loaded()
+
+	// Refresh re-reads every node through its armed watch; during that read
+	// broker 2 registers, firing the watch, and the read waits until the
+	// watch's forwarder has forgotten the node.
+	rc.mu.Lock()
+	rc.during = func() {
+		register(t, s, 2)
+		testwait.For(t, 5*time.Second, "the fired watch to be forgotten", func() bool { return !v.isArmed(BrokersIDsPath) })
+	}
+	rc.mu.Unlock()
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	register(t, s, 3)
+	testwait.For(t, 5*time.Second, "the view to list brokers 1, 2 and 3", func() bool {
+		return len(v.Current().Brokers) == 3
+	})
+}
