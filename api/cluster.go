@@ -8,6 +8,10 @@ type BrokerRegistration struct {
 	ID      int32  `json:"id"`
 	Address string `json:"address"` // host:port of the broker's internal HTTP API
 	Rack    string `json:"rack,omitempty"`
+	// ShuttingDown is set while the broker hands its leaderships to other
+	// replicas before it stops (a controlled shutdown): the controller moves
+	// them away and elects no new leader on it, while it stays in the ISRs.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // ControllerRegistration is the data of /controller (ephemeral).

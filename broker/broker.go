@@ -5,7 +5,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -162,10 +161,13 @@ type Broker struct {
 	panics   map[string]uint64 // recovered panics by where (recover.go)
 
 	registered atomic.Bool
-	runCtx     context.Context // ends when Close begins
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
+	// shuttingDown is set by Drain and never cleared: the registration
+	// carries it, re-created or not, until the process stops.
+	shuttingDown atomic.Bool
+	runCtx       context.Context // ends when Close begins
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
 }
 
 // New opens the broker's data directory and listener. Start makes it serve.
@@ -320,10 +322,9 @@ func (b *Broker) goFunc(f func()) {
 // registerLoop keeps /brokers/ids/{id} present: it creates it, then re-creates it
 // whenever it disappears (the session expired and a new one began).
 func (b *Broker) registerLoop(ctx context.Context) {
-	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr})
 	path := cluster.BrokerPath(b.opts.ID)
 	for ctx.Err() == nil {
-		_, err := b.opts.Coord.Create(ctx, path, reg, coord.Ephemeral)
+		_, err := b.opts.Coord.Create(ctx, path, b.registration(), coord.Ephemeral)
 		if errors.Is(err, coord.ErrNodeExists) {
 			// Ours from this session, or a previous session's not yet expired.
 			_, st, gerr := b.opts.Coord.Get(ctx, path)

@@ -112,17 +112,30 @@ func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, p
 //     with an ISR of itself (acknowledged data may be lost); otherwise the
 //     partition goes offline (leader -1, new epoch) and keeps its last ISR, so
 //     that the first of those to return leads again with nothing lost.
+//
+// A broker that is shutting down (controlled shutdown) stays in the ISR but
+// is passed over: a leadership it holds moves to the first live ISR member
+// that is not shutting down (new epoch), none is given to it, and it leads
+// only when no other ISR member is alive (it is better than offline).
 func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.BrokerRegistration, unclean, preferred bool) (api.PartitionState, bool) {
 	alive := func(id int32) bool { _, ok := live[id]; return ok }
-	var liveISR []int32
+	eligible := func(id int32) bool { reg, ok := live[id]; return ok && !reg.ShuttingDown }
+	var liveISR, eligibleISR []int32
 	for _, id := range replicas {
 		if slices.Contains(st.ISR, id) && alive(id) {
 			liveISR = append(liveISR, id)
+			if eligible(id) {
+				eligibleISR = append(eligibleISR, id)
+			}
 		}
 	}
 	next := st
 	if st.Leader >= 0 && alive(st.Leader) {
-		if pref := replicas[0]; preferred && pref != st.Leader && slices.Contains(liveISR, pref) {
+		if !eligible(st.Leader) && len(eligibleISR) > 0 {
+			next.Leader, next.LeaderEpoch, next.ISR = eligibleISR[0], st.LeaderEpoch+1, liveISR
+			return next, true
+		}
+		if pref := replicas[0]; preferred && pref != st.Leader && slices.Contains(eligibleISR, pref) {
 			next.Leader, next.LeaderEpoch, next.ISR = pref, st.LeaderEpoch+1, liveISR
 			return next, true
 		}
@@ -133,6 +146,8 @@ func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.Br
 		return st, false
 	}
 	switch {
+	case len(eligibleISR) > 0:
+		next.Leader, next.LeaderEpoch, next.ISR = eligibleISR[0], st.LeaderEpoch+1, liveISR
 	case len(liveISR) > 0:
 		next.Leader, next.LeaderEpoch, next.ISR = liveISR[0], st.LeaderEpoch+1, liveISR
 	case unclean:

@@ -15,6 +15,13 @@ func TestDecideLeader(t *testing.T) {
 		}
 		return m
 	}
+	// stopping marks brokers of a live set as shutting down.
+	stopping := func(m map[int32]api.BrokerRegistration, ids ...int32) map[int32]api.BrokerRegistration {
+		for _, id := range ids {
+			m[id] = api.BrokerRegistration{ID: id, ShuttingDown: true}
+		}
+		return m
+	}
 	st := func(leader, epoch int32, isr ...int32) api.PartitionState {
 		return api.PartitionState{Leader: leader, LeaderEpoch: epoch, ISR: isr}
 	}
@@ -38,6 +45,13 @@ func TestDecideLeader(t *testing.T) {
 		{"preferred back in the ISR takes over", st(2, 6, 1, 2, 3), live(1, 2, 3), false, true, st(1, 7, 1, 2, 3), true},
 		{"preferred outside the ISR waits", st(2, 6, 2, 3), live(1, 2, 3), false, true, st(2, 6, 2, 3), false},
 		{"no rebalance outside the rebalance pass", st(2, 6, 1, 2, 3), live(1, 2, 3), false, false, st(2, 6, 1, 2, 3), false},
+		{"shutting-down leader hands over to the next ISR member, stays in the ISR", st(1, 4, 1, 2, 3), stopping(live(1, 2, 3), 1), false, false, st(2, 5, 1, 2, 3), true},
+		{"shutting-down leader skips ISR members shutting down too", st(1, 4, 1, 2, 3), stopping(live(1, 2, 3), 1, 2), false, false, st(3, 5, 1, 2, 3), true},
+		{"shutting-down leader skips replicas outside the ISR", st(1, 4, 1, 2), stopping(live(1, 2, 3), 1, 2), false, false, st(1, 4, 1, 2), false},
+		{"shutting-down sole ISR member keeps leading", st(1, 4, 1), stopping(live(1, 2, 3), 1), false, false, st(1, 4, 1), false},
+		{"dead leader: a shutting-down ISR member is passed over", st(1, 4, 1, 2, 3), stopping(live(2, 3), 2), false, false, st(3, 5, 2, 3), true},
+		{"dead leader: a shutting-down ISR member beats offline", st(1, 4, 1, 2), stopping(live(2, 3), 2), false, false, st(2, 5, 2), true},
+		{"preferred replica shutting down gets no leadership back", st(2, 6, 1, 2, 3), stopping(live(1, 2, 3), 1), false, true, st(2, 6, 1, 2, 3), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,7 @@ func (b *Broker) routes() http.Handler {
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
 	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
 	r.Get(brokerapi.PathHealth, b.handleHealth)
+	r.Post(brokerapi.PathDrain, b.handleDrain)
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {

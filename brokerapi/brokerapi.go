@@ -13,6 +13,7 @@ const (
 	PathTopics      = "/internal/v1/topics"
 	PathTopic       = "/internal/v1/topics/{topic}"
 	PathHealth      = "/internal/v1/health"
+	PathDrain       = "/internal/v1/drain"
 )
 
 // ProduceResult answers a produce: the offsets the batches got.
@@ -62,6 +63,13 @@ type PartitionStatus struct {
 // TopicStatus answers PathTopicStatus: the partitions of a topic this broker holds.
 type TopicStatus struct {
 	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// DrainResult answers PathDrain: the broker is shutting down and nothing it
+// still leads could move (no other live ISR member).
+type DrainResult struct {
+	BrokerID    int32 `json:"broker_id"`
+	Leaderships int   `json:"leaderships"`
 }
 
 // Health answers PathHealth.

@@ -270,3 +270,16 @@ func (c *Client) Health(ctx context.Context, addr string) (Health, error) {
 	err = c.doJSON(req, &h)
 	return h, err
 }
+
+// Drain asks the broker at addr to hand its leaderships to other replicas
+// before it is stopped (a controlled shutdown), waiting up to timeout.
+func (c *Client) Drain(ctx context.Context, addr string, timeout time.Duration) (DrainResult, error) {
+	u := "http://" + addr + PathDrain + "?timeout_ms=" + strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return DrainResult{}, err
+	}
+	var r DrainResult
+	err = c.doJSON(req, &r)
+	return r, err
+}

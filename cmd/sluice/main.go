@@ -29,6 +29,7 @@ func commands() []command {
 		{name: "dev", summary: "run a gateway, brokers, an in-process coordinator and a local object store in one process", run: runDev},
 		{name: "broker", summary: "run a broker node (ZooKeeper-coordinated)", run: runBroker},
 		{name: "gateway", summary: "run a stateless public API gateway (ZooKeeper-coordinated)", run: runGateway},
+		{name: "drain", summary: "ask a broker to hand its leaderships to other replicas before it stops (controlled shutdown)", run: runDrain},
 		{name: "topics", summary: "list, describe, create, delete topics or alter their configs", cli: topicsCmd},
 		{name: "produce", summary: "produce stdin's lines (or arguments) as records, idempotently; print where each landed", cli: produceCmd},
 		{name: "consume", summary: "print records of a topic's partitions from any position, or of a consumer group's share", cli: consumeCmd},

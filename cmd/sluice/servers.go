@@ -88,6 +88,7 @@ func runBroker(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	tierInterval := fs.Duration("tier-interval", envDuration("SLUICE_TIER_INTERVAL", 5*time.Second), "how often closed segments are copied to the object store (env SLUICE_TIER_INTERVAL)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
+	drainTimeout := fs.Duration("drain-timeout", envDuration("SLUICE_DRAIN_TIMEOUT", 30*time.Second), "on SIGTERM, wait up to this long for this broker's leaderships to move to other replicas before stopping; 0 stops at once (env SLUICE_DRAIN_TIMEOUT)")
 	orphanGrace := fs.Duration("tier-orphan-grace", envDuration("SLUICE_TIER_ORPHAN_GRACE", 10*time.Minute), "objects no record names are deleted once this old; longer than any upload (env SLUICE_TIER_ORPHAN_GRACE)")
 	zk := addZKFlags(fs)
 	s3 := addS3Flags(fs)
@@ -135,6 +136,18 @@ func runBroker(ctx context.Context, args []string) error {
 	logger.Info("broker up", "addr", b.Addr(), "data", *data, "zk", *zk.connect)
 	fmt.Printf("broker %d listening on %s\n", *id, b.Addr())
 	<-ctx.Done()
+	if *drainTimeout > 0 {
+		// Controlled shutdown: the session (and with it the registration)
+		// ends only after the leaderships have moved.
+		dctx, cancel := context.WithTimeout(context.Background(), *drainTimeout)
+		held, err := b.Drain(dctx)
+		cancel()
+		if err != nil {
+			logger.Warn("controlled shutdown: leaderships not all moved in time; stopping anyway", "timeout", *drainTimeout, "leaderships", held)
+		} else {
+			logger.Info("controlled shutdown: leaderships handed over", "leaderships_kept", held)
+		}
+	}
 	return nil
 }
 

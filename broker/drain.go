@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coord"
+)
+
+// Controlled shutdown. Before a broker stops, it marks its registration
+// shutting down; the controller (decideLeader) then moves each leadership it
+// holds to another live ISR member with a new epoch and gives it no new one,
+// while it stays in the ISRs and keeps following. Drain waits until nothing
+// it leads can move any more, so that its exit costs no partition an
+// election round: producers and consumers are already routed elsewhere when
+// its session ends. The mark lasts until the process stops.
+
+// maxDrainWait bounds one drain request.
+const maxDrainWait = 10 * time.Minute
+
+// Drain marks the broker shutting down and waits until every leadership it
+// holds that another live, not shutting-down ISR member could take has moved,
+// or ctx ends. It returns the leaderships the broker still holds (those with
+// no other ISR member to go to) and, when ctx ended first, ctx's error. It is
+// safe to call more than once and from several goroutines.
+func (b *Broker) Drain(ctx context.Context) (held int, err error) {
+	if b.shuttingDown.CompareAndSwap(false, true) {
+		b.log.Info("controlled shutdown: handing leaderships to other replicas")
+	}
+	if err := b.markShuttingDown(ctx); err != nil {
+		return b.leaderships(b.view.Current()), err
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		md := b.view.Current()
+		if movable := b.movableLeaderships(md); movable == 0 {
+			return b.leaderships(md), nil
+		}
+		select {
+		case <-ctx.Done():
+			return b.leaderships(b.view.Current()), ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// registration is this broker's /brokers/ids/{id} data.
+func (b *Broker) registration() []byte {
+	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, ShuttingDown: b.shuttingDown.Load()})
+	return reg
+}
+
+// markShuttingDown rewrites the registration with the shutting-down mark, at
+// the version read, while this session owns the node. When the node is
+// missing or another session's, the register loop creates it (with the mark,
+// since shuttingDown is set), so this waits for it.
+func (b *Broker) markShuttingDown(ctx context.Context) error {
+	path := cluster.BrokerPath(b.opts.ID)
+	for {
+		data, st, err := b.opts.Coord.Get(ctx, path)
+		if err == nil && st.EphemeralOwner == b.opts.Coord.SessionID() {
+			var reg api.BrokerRegistration
+			if json.Unmarshal(data, &reg) == nil && reg.ShuttingDown {
+				return nil
+			}
+			_, err = b.opts.Coord.Set(ctx, path, b.registration(), st.Version)
+			if err == nil {
+				return nil
+			}
+		}
+		if err != nil && !errors.Is(err, coord.ErrNoNode) && !errors.Is(err, coord.ErrBadVersion) {
+			b.log.Warn("controlled shutdown: marking the registration failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// leaderships counts the partitions the metadata names this broker leader of.
+func (b *Broker) leaderships(md *cluster.Metadata) int {
+	n := 0
+	for _, tm := range md.Topics {
+		for _, st := range tm.States {
+			if st.Leader == b.opts.ID {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// movableLeaderships counts the partitions this broker leads that have
+// another live ISR member not shutting down: those the controller moves.
+func (b *Broker) movableLeaderships(md *cluster.Metadata) int {
+	n := 0
+	for _, tm := range md.Topics {
+		for _, st := range tm.States {
+			if st.Leader != b.opts.ID {
+				continue
+			}
+			for _, id := range st.ISR {
+				if reg, ok := md.Brokers[id]; ok && id != b.opts.ID && !reg.ShuttingDown {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
+// handleDrain is POST PathDrain?timeout_ms=: Drain, bounded by the timeout
+// (default 30 s). 200 with what the broker still leads once nothing more can
+// move; 504 REQUEST_TIMED_OUT when the timeout passed first.
+func (b *Broker) handleDrain(w http.ResponseWriter, r *http.Request) {
+	ms, err := queryInt(r, "timeout_ms", 30_000, 1, maxDrainWait.Milliseconds())
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(ms)*time.Millisecond)
+	defer cancel()
+	held, err := b.Drain(ctx)
+	if err != nil {
+		api.WriteError(w, api.Errorf(api.CodeRequestTimedOut, "broker %d still leads %d partitions another replica could take: %v", b.opts.ID, b.movableLeaderships(b.view.Current()), err))
+		return
+	}
+	writeJSON(w, http.StatusOK, brokerapi.DrainResult{BrokerID: b.opts.ID, Leaderships: held})
+}
