@@ -5,12 +5,13 @@ GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 PKGS ?= ./...
 
-.PHONY: help build run test bench lint fuzz services-up services-down services-status
+.PHONY: help build run test test-deploy bench lint fuzz services-up services-down services-status
 
 help:
 	@echo 'make build          go build -o bin/sluice ./cmd/sluice'
 	@echo 'make run            build, then bin/sluice dev (reads SLUICE_ADDR, SLUICE_DATA)'
 	@echo 'make test           install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
+	@echo 'make test-deploy    the deploy/ module: manifests, compose file, dashboard, the compose stack as processes'
 	@echo 'make bench          Go benchmarks (with the services up), then bin/sluice bench'
 	@echo 'make lint           go vet and gofmt'
 	@echo 'make fuzz           each fuzz target in FUZZ_TARGETS for FUZZ_EXECS executions'
@@ -26,6 +27,15 @@ run: build
 
 test:
 	scripts/with-services.sh $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) test-deploy
+
+# deploy/ is a module of its own (kustomize, the Kubernetes API types and the
+# compose-spec loader stay out of sluice's go.mod); its tests run the sluice
+# binary as processes, so the race detector would only slow their build.
+DEPLOY_TEST_FLAGS ?= -count=1 -timeout 20m
+test-deploy:
+	SLUICE_TEST_SERVICES='zookeeper redis versitygw' scripts/with-services.sh \
+		bash -c 'cd deploy && $(GO) test $(DEPLOY_TEST_FLAGS) ./...'
 
 bench: build
 	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -40,6 +50,7 @@ bench: build
 
 lint:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then \
 		echo 'gofmt: these files need gofmt -w:'; echo "$$out"; exit 1; \
 	fi
