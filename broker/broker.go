@@ -441,7 +441,7 @@ func (b *Broker) ApplyRetention() {
 		if n := p.log.ExpireProducers(); n > 0 {
 			b.log.Info("expired idle producer ids", "partition", p.String(), "producers", n)
 		}
-		if p.cfg.RemoteStorage && b.opts.Bucket != nil {
+		if p.config().RemoteStorage && b.opts.Bucket != nil {
 			continue // retention of tiered partitions runs in the tier loop
 		}
 		if n, err := p.log.ApplyRetention(); err != nil {

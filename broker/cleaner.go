@@ -27,14 +27,15 @@ func (b *Broker) cleanLogs(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !p.cfg.Compact || p.log.Err() != nil {
+		cfg := p.config()
+		if !cfg.Compact || p.log.Err() != nil {
 			continue // not compacted, or read-only after a disk error (health reports it)
 		}
 		start := time.Now()
 		st, err := p.log.Clean(ctx, start, commitlog.CleanOptions{
-			MinCleanableDirtyRatio: p.cfg.MinCleanableDirtyRatio,
-			DeleteRetention:        p.cfg.DeleteRetention,
-			MinCompactionLag:       p.cfg.MinCompactionLag,
+			MinCleanableDirtyRatio: cfg.MinCleanableDirtyRatio,
+			DeleteRetention:        cfg.DeleteRetention,
+			MinCompactionLag:       cfg.MinCompactionLag,
 		})
 		switch {
 		case errors.Is(err, commitlog.ErrCleanRaced):

@@ -169,7 +169,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 // coldSegment finds the remote segment holding offset, loading the records
 // if this leadership has not read them yet.
 func (b *Broker) coldSegment(ctx context.Context, p *Partition, offset int64) (tier.RemoteSegment, bool) {
-	if b.cold == nil || !p.cfg.RemoteStorage {
+	if b.cold == nil || !p.config().RemoteStorage {
 		return tier.RemoteSegment{}, false
 	}
 	epoch, _, leader := p.leaderState()

@@ -134,6 +134,13 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 				m.parts[tp] = p
 				m.mu.Unlock()
 			}
+			if *p.config() != cfg {
+				if err := p.setConfig(cfg); err != nil {
+					m.log.Error("cannot apply the topic's altered config", "partition", p.String(), "err", err)
+				} else {
+					m.log.Info("applied the topic's altered config", "partition", p.String())
+				}
+			}
 			if t.StateVersions[i] >= 0 {
 				p.applyState(t.States[i], t.StateVersions[i], gen)
 			}
@@ -154,6 +161,19 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 		if err := p.log.Delete(); err != nil {
 			m.log.Error("deleting partition", "partition", p.String(), "err", err)
 		}
+	}
+}
+
+// logOptions is the part of a topic config a partition's log takes.
+func logOptions(cfg api.TopicConfig) commitlog.Options {
+	return commitlog.Options{
+		SegmentBytes:       cfg.SegmentBytes,
+		SegmentAge:         cfg.SegmentAge,
+		IndexIntervalBytes: cfg.IndexIntervalBytes,
+		FlushMessages:      cfg.FlushMessages,
+		FlushInterval:      cfg.FlushInterval,
+		RetentionAge:       cfg.Retention,
+		RetentionBytes:     cfg.RetentionBytes,
 	}
 }
 
@@ -183,16 +203,9 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 			inherited = false
 		}
 	}
-	l, err := commitlog.Open(m.fs, dir, commitlog.Options{
-		SegmentBytes:       cfg.SegmentBytes,
-		SegmentAge:         cfg.SegmentAge,
-		IndexIntervalBytes: cfg.IndexIntervalBytes,
-		FlushMessages:      cfg.FlushMessages,
-		FlushInterval:      cfg.FlushInterval,
-		RetentionAge:       cfg.Retention,
-		RetentionBytes:     cfg.RetentionBytes,
-		Logger:             m.log.With("partition", dir),
-	})
+	lo := logOptions(cfg)
+	lo.Logger = m.log.With("partition", dir)
+	l, err := commitlog.Open(m.fs, dir, lo)
 	if err != nil {
 		return nil, err
 	}

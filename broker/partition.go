@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -64,9 +65,10 @@ type Partition struct {
 	ID      int32
 	topicID string
 	log     *commitlog.Log
-	cfg     api.TopicConfig
-	deps    *partitionDeps
-	tier    partitionTier
+	// cfg is the topic's config; an altered config replaces it (setConfig).
+	cfg  atomic.Pointer[api.TopicConfig]
+	deps *partitionDeps
+	tier partitionTier
 
 	mu           sync.Mutex         // guards the fields below
 	state        api.PartitionState // the last state applied
@@ -93,8 +95,24 @@ func (f *followerRun) stop() {
 }
 
 func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
-	return &Partition{Topic: topic, topicID: topicID, ID: id, log: log, cfg: cfg, deps: deps, replicas: replicas,
+	p := &Partition{Topic: topic, topicID: topicID, ID: id, log: log, deps: deps, replicas: replicas,
 		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1}
+	p.cfg.Store(&cfg)
+	return p
+}
+
+// config is the topic's config as last applied. Callers read it once per
+// decision, so one decision never mixes an old and a new config.
+func (p *Partition) config() *api.TopicConfig { return p.cfg.Load() }
+
+// setConfig applies an altered topic config: first to the log (sizes,
+// retention, fsync policy), then to every later decision of the partition.
+func (p *Partition) setConfig(cfg api.TopicConfig) error {
+	if err := p.log.Retune(logOptions(cfg)); err != nil {
+		return err
+	}
+	p.cfg.Store(&cfg)
+	return nil
 }
 
 func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.ID) }
@@ -329,11 +347,12 @@ func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	epoch := p.state.LeaderEpoch
-	if acks == AcksAll && p.progress.ISRSize() < p.cfg.MinInsyncReplicas {
+	cfg := p.config()
+	if acks == AcksAll && p.progress.ISRSize() < cfg.MinInsyncReplicas {
 		isr := p.progress.ISR()
-		return brokerapi.ProduceResult{}, 0, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, p.cfg.MinInsyncReplicas)
+		return brokerapi.ProduceResult{}, 0, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, cfg.MinInsyncReplicas)
 	}
-	if err := checkBatchTimes(batches, p.cfg, time.Now().UnixMilli()); err != nil {
+	if err := checkBatchTimes(batches, *cfg, time.Now().UnixMilli()); err != nil {
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	info, err := p.log.Append(batches, epoch)
@@ -376,6 +395,7 @@ func checkBatchTimes(buf []byte, cfg api.TopicConfig, now int64) error {
 // that says the outcome is unknown, when this leadership ends first, and with
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below the minimum.
 func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) error {
+	minISR := p.config().MinInsyncReplicas
 	for {
 		o := p.log.Offsets()
 		if o.HighWatermark >= end {
@@ -385,8 +405,8 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 			p.mu.Lock()
 			isr := p.isrSizeLocked()
 			p.mu.Unlock()
-			if isr < p.cfg.MinInsyncReplicas {
-				return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: written, but the ISR shrank to %d, below min.insync.replicas %d", p, isr, p.cfg.MinInsyncReplicas)
+			if isr < minISR {
+				return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: written, but the ISR shrank to %d, below min.insync.replicas %d", p, isr, minISR)
 			}
 			return nil
 		}
@@ -397,8 +417,8 @@ func (p *Partition) waitCommitted(ctx context.Context, epoch int32, end int64) e
 		if lost {
 			return api.Errorf(api.CodeRequestTimedOut, "%s: leadership changed before the write was replicated; it may or may not be committed", p)
 		}
-		if isr < p.cfg.MinInsyncReplicas {
-			return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: the ISR shrank to %d, below min.insync.replicas %d, before the write was replicated", p, isr, p.cfg.MinInsyncReplicas)
+		if isr < minISR {
+			return api.Errorf(api.CodeNotEnoughReplicasPost, "%s: the ISR shrank to %d, below min.insync.replicas %d, before the write was replicated", p, isr, minISR)
 		}
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		err := p.log.Wait(wctx, o.HighWatermark, o.LogEnd)

@@ -42,6 +42,7 @@ func (b *Broker) routes() http.Handler {
 	r.Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
 	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
+	r.Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
 	r.Get(brokerapi.PathHealth, b.handleHealth)
 	r.Post(brokerapi.PathDrain, b.handleDrain)
 	b.groupRoutes(r)
@@ -234,6 +235,19 @@ func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 
 func (b *Broker) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	if err := b.ctl.deleteTopic(r.Context(), chi.URLParam(r, "topic")); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (b *Broker) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request) {
+	var req api.AlterTopicConfigRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad config body: %v", err))
+		return
+	}
+	if err := b.ctl.alterTopicConfig(r.Context(), chi.URLParam(r, "topic"), req); err != nil {
 		api.WriteError(w, err)
 		return
 	}

@@ -54,7 +54,7 @@ func (t *partitionTier) remoteBounds() (start, end int64) {
 func (b *Broker) tierLoop(ctx context.Context) {
 	every(ctx, b.opts.TierInterval, func() {
 		for _, p := range b.parts.all() {
-			if !p.cfg.RemoteStorage {
+			if !p.config().RemoteStorage {
 				continue
 			}
 			// Each partition's pass is bounded, so a stalled object store
@@ -164,6 +164,7 @@ func (b *Broker) localRetention(p *Partition) error {
 		return nil
 	}
 	now := time.Now().UnixMilli()
+	cfg := p.config()
 	segs := p.log.ClosedSegments()
 	var total int64
 	for _, s := range segs {
@@ -174,8 +175,8 @@ func (b *Broker) localRetention(p *Partition) error {
 		if s.Next > remoteEnd {
 			break
 		}
-		byAge := p.cfg.LocalRetention >= 0 && s.MaxTimestamp >= 0 && now-s.MaxTimestamp > p.cfg.LocalRetention.Milliseconds()
-		bySize := p.cfg.LocalRetentionBytes >= 0 && total > p.cfg.LocalRetentionBytes
+		byAge := cfg.LocalRetention >= 0 && s.MaxTimestamp >= 0 && now-s.MaxTimestamp > cfg.LocalRetention.Milliseconds()
+		bySize := cfg.LocalRetentionBytes >= 0 && total > cfg.LocalRetentionBytes
 		if !byAge && !bySize {
 			break
 		}
@@ -196,7 +197,8 @@ func (b *Broker) localRetention(p *Partition) error {
 // segments first: the record goes first, then the objects (a crash between
 // leaves orphans, which the orphan sweep removes).
 func (b *Broker) remoteRetention(ctx context.Context, p *Partition) error {
-	if p.cfg.Retention < 0 && p.cfg.RetentionBytes < 0 {
+	cfg := p.config()
+	if cfg.Retention < 0 && cfg.RetentionBytes < 0 {
 		return nil
 	}
 	meta := remoteMeta{c: b.opts.Coord, topic: p.Topic, p: p, statePV: p.leaderState}
@@ -214,8 +216,8 @@ func (b *Broker) remoteRetention(ctx context.Context, p *Partition) error {
 		// Local bytes not in the object store yet, the active segment
 		// included, as Kafka counts a log's size.
 		total += p.log.BytesAbove(segs[len(segs)-1].Next)
-		byAge := p.cfg.Retention >= 0 && oldest.MaxTimestamp >= 0 && now-oldest.MaxTimestamp > p.cfg.Retention.Milliseconds()
-		bySize := p.cfg.RetentionBytes >= 0 && total-oldest.Size >= p.cfg.RetentionBytes
+		byAge := cfg.Retention >= 0 && oldest.MaxTimestamp >= 0 && now-oldest.MaxTimestamp > cfg.Retention.Milliseconds()
+		bySize := cfg.RetentionBytes >= 0 && total-oldest.Size >= cfg.RetentionBytes
 		if !byAge && !bySize {
 			return nil
 		}

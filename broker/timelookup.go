@@ -23,7 +23,7 @@ func (b *Broker) offsetForTimestamp(ctx context.Context, p *Partition, ts int64)
 // firstRemoteAtOrAfter is the first remote segment below the local log
 // start whose newest record is at or after ts.
 func (b *Broker) firstRemoteAtOrAfter(ctx context.Context, p *Partition, ts int64) (tier.RemoteSegment, bool) {
-	if b.cold == nil || !p.cfg.RemoteStorage {
+	if b.cold == nil || !p.config().RemoteStorage {
 		return tier.RemoteSegment{}, false
 	}
 	epoch, _, leader := p.leaderState()

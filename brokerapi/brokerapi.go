@@ -12,6 +12,7 @@ const (
 	PathTopicStatus = "/internal/v1/topics/{topic}/status"
 	PathTopics      = "/internal/v1/topics"
 	PathTopic       = "/internal/v1/topics/{topic}"
+	PathTopicConfig = "/internal/v1/topics/{topic}/configs"
 	PathHealth      = "/internal/v1/health"
 	PathDrain       = "/internal/v1/drain"
 )

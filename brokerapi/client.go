@@ -260,6 +260,21 @@ func (c *Client) DeleteTopic(ctx context.Context, controller, topic string) erro
 	return c.doJSON(req, nil)
 }
 
+// AlterTopicConfig asks the controller to apply an alteration to a topic's
+// configs.
+func (c *Client) AlterTopicConfig(ctx context.Context, controller, topic string, alter api.AlterTopicConfigRequest) error {
+	b, err := json.Marshal(alter)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, expand(controller, PathTopicConfig, topic, 0), bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.doJSON(req, nil)
+}
+
 // Health asks a broker whether it can serve.
 func (c *Client) Health(ctx context.Context, addr string) (Health, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+PathHealth, nil)

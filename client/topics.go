@@ -55,3 +55,21 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/topics/" + escape(name), safety: retryUnapplied})
 	return err
 }
+
+// AlterTopicConfig sets and removes configs of a topic (PATCH
+// /v1/topics/{topic}/configs) and returns the topic as it is afterwards.
+// Configs in alter.Set take the given values, those in alter.Delete their
+// defaults; the rest keep theirs. Errors: UNKNOWN_TOPIC, INVALID_CONFIG,
+// INVALID_REQUEST. Retried on every retriable failure: applying the same
+// alteration twice changes nothing more.
+func (c *Client) AlterTopicConfig(ctx context.Context, name string, alter api.AlterTopicConfigRequest) (api.Topic, error) {
+	body, err := jsonBody(alter)
+	if err != nil {
+		return api.Topic{}, err
+	}
+	var out api.Topic
+	err = c.doJSON(ctx, &request{
+		method: http.MethodPatch, path: "/v1/topics/" + escape(name) + "/configs", body: body, ctype: "application/json",
+	}, &out)
+	return out, err
+}

@@ -137,6 +137,9 @@ type cleanPlan struct {
 	// Tombstones kept per range of next.Passes, and of those, how many were
 	// not yet due.
 	tombstones, pending []int64
+	// indexInterval is the log's IndexIntervalBytes when the clean began
+	// (Retune may change the log's, under mu).
+	indexInterval int64
 }
 
 // cleanSource is one segment being cleaned: the segment as the log holds it
@@ -181,6 +184,7 @@ func (l *Log) planClean(now time.Time, opts CleanOptions) (*cleanPlan, CleanStat
 		return nil, stats, nil
 	}
 	p := &cleanPlan{l: l, now: now, opts: opts, limit: segs[len(segs)-1].next, start: l.startLocked(), truncs: l.truncs, cp: cp}
+	p.indexInterval = l.opts.IndexIntervalBytes
 	p.next = cp.withPass(p.limit, now)
 	p.tombstones = make([]int64, len(p.next.Passes))
 	p.pending = make([]int64, len(p.next.Passes))
@@ -359,7 +363,7 @@ func (p *cleanPlan) rewriteSegment(ctx context.Context, km *keyMap, src cleanSou
 		if len(hs) == 0 {
 			return nil
 		}
-		if err := ns.appendBatches(buf, hs, p.l.opts.IndexIntervalBytes, p.now); err != nil {
+		if err := ns.appendBatches(buf, hs, p.indexInterval, p.now); err != nil {
 			return fmt.Errorf("%w: writing cleaned segment %d: %v", api.ErrStorage, ns.base, err)
 		}
 		buf, hs = buf[:0], hs[:0]

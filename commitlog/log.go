@@ -25,8 +25,10 @@ var (
 // Log is one partition's log. It is safe for concurrent use: appends are
 // serialized, reads run in parallel with each other and with appends.
 type Log struct {
-	fs   FS
-	dir  string
+	fs  FS
+	dir string
+	// opts is fixed at Open but for the fields Retune replaces, which are
+	// read and written under mu.
 	opts Options
 
 	// mu guards every field below. Appends, truncation, roll and retention take

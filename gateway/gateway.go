@@ -195,6 +195,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.Post("/v1/topics", g.handleCreateTopic)
 	r.Get("/v1/topics/{topic}", g.handleGetTopic)
 	r.Delete("/v1/topics/{topic}", g.handleDeleteTopic)
+	r.Patch("/v1/topics/{topic}/configs", g.handleAlterTopicConfig)
 	r.Post("/v1/topics/{topic}/records", g.handleProduce)
 	r.Post("/v1/producers", g.handleInitProducer)
 	r.Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)

@@ -384,6 +384,7 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.ClusterInfo{}, "ClusterInfo", true, nil},
 		{api.BrokerStatus{}, "BrokerStatus", true, nil},
 		{api.CreateTopicRequest{}, "CreateTopicRequest", false, nil},
+		{api.AlterTopicConfigRequest{}, "AlterTopicConfigRequest", false, nil},
 		{api.Topic{}, "Topic", true, nil},
 		{api.TopicList{}, "TopicList", true, nil},
 		{api.PartitionInfo{}, "PartitionInfo", true, nil},

@@ -44,6 +44,7 @@ var cliCases = []cliCase{
 	{name: "topics-describe-help", args: []string{"topics", "describe", "--help"}},
 	{name: "topics-create-help", args: []string{"topics", "create", "--help"}},
 	{name: "topics-delete-help", args: []string{"topics", "delete", "--help"}},
+	{name: "topics-alter-config-help", args: []string{"topics", "alter-config", "--help"}},
 	{name: "groups-help", args: []string{"groups", "--help"}},
 	{name: "groups-list-help", args: []string{"groups", "list", "--help"}},
 	{name: "groups-describe-help", args: []string{"groups", "describe", "--help"}},
@@ -101,6 +102,17 @@ var cliCases = []cliCase{
 	{name: "consume-no-topic", args: []string{"consume", "-e"}},
 	{name: "consume-bad-flag", args: []string{"consume", "orders", "--frobnicate"}},
 	{name: "consume-bad-url", args: []string{"consume", "orders", "--url", "ftp://example"}},
+
+	// Altering configs: the gateway refuses a record over the new
+	// max.message.bytes at once.
+	{name: "topics-alter-config", args: []string{"topics", "alter-config", "orders", "--set", "max.message.bytes=64", "--set", "segment.ms=3600000", "--delete", "flush.ms"}},
+	{name: "produce-too-large", stdin: strings.Repeat("x", 100) + "\n", args: []string{"produce", "orders", "-p", "1"}},
+	{name: "topics-alter-config-json", args: []string{"topics", "alter-config", "orders", "--delete", "max.message.bytes", "-o", "json"}},
+	{name: "produce-after-alter", stdin: strings.Repeat("x", 100) + "\n", args: []string{"produce", "orders", "-p", "1", "--timestamp", t2, "-f", `%p@%o %S\n`}},
+	{name: "topics-alter-config-bad-value", args: []string{"topics", "alter-config", "orders", "--set", "retention.ms=soon"}},
+	{name: "topics-alter-config-fixed", args: []string{"topics", "alter-config", "orders", "--set", "remote.storage.enable=true"}},
+	{name: "topics-alter-config-unknown-topic", args: []string{"topics", "alter-config", "nope", "--set", "retention.ms=1"}},
+	{name: "topics-alter-config-nothing", args: []string{"topics", "alter-config", "orders"}},
 
 	// Groups.
 	{name: "consume-group", args: []string{"consume", "events", "-g", "billing", "-e", "-f", `%t %p %o %k\n`}},

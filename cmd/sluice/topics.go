@@ -19,6 +19,7 @@ func topicsCmd(ctx context.Context, cio clientIO, args []string) error {
 		{"describe", "a topic's configs and partitions (leader, replicas, ISR, offsets)", topicsDescribe},
 		{"create", "create a topic", topicsCreate},
 		{"delete", "delete a topic and its records", topicsDelete},
+		{"alter-config", "set or remove a topic's configs", topicsAlterConfig},
 	}, args)
 }
 
@@ -115,15 +116,7 @@ position its leader did not report.`)
 // printTopic renders a topic as a heading, its configs and a partition table.
 func printTopic(w io.Writer, t api.Topic) error {
 	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
-	if len(t.Configs) == 0 {
-		fmt.Fprintf(w, "configs: none set (all defaults)\n\n")
-	} else {
-		var kv []string
-		for _, k := range slices.Sorted(maps.Keys(t.Configs)) {
-			kv = append(kv, k+"="+t.Configs[k])
-		}
-		fmt.Fprintf(w, "configs: %s\n\n", strings.Join(kv, " "))
-	}
+	fmt.Fprintf(w, "%s\n\n", configLine(t.Configs))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOUT-OF-SYNC\tLOG-START\tLOCAL-START\tREMOTE-END\tHIGH-WATERMARK\tLOG-END")
 	for _, p := range t.Partitions {
@@ -142,6 +135,18 @@ func printTopic(w io.Writer, t api.Topic) error {
 			orDash(p.LogStartOffset), orDash(p.LocalStartOffset), orDash(p.RemoteEndOffset), orDash(p.HighWatermark), orDash(p.LogEndOffset))
 	}
 	return tw.Flush()
+}
+
+// configLine is "configs: k=v k2=v2", sorted, or says there are none.
+func configLine(configs map[string]string) string {
+	if len(configs) == 0 {
+		return "configs: none set (all defaults)"
+	}
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		kv = append(kv, k+"="+configs[k])
+	}
+	return "configs: " + strings.Join(kv, " ")
 }
 
 // brokerList is "1,2,3", or "-" for none.
@@ -225,5 +230,56 @@ func topicsDelete(ctx context.Context, cio clientIO, args []string) error {
 		return printJSON(cio.out, map[string]string{"deleted": name})
 	}
 	_, err = fmt.Fprintf(cio.out, "deleted topic %s\n", name)
+	return err
+}
+
+func topicsAlterConfig(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "topics alter-config TOPIC [--set key=value ...] [--delete key ...] [-o text|json] [--url URL]"
+	fs := newFlags(cio, "topics alter-config", synopsis, `
+Sets configs of a topic (--set, repeatable) and removes others so they take
+their defaults again (--delete, repeatable); the rest keep their values.
+Brokers apply the change to the open partitions at once (retention, segment
+size and age, fsync policy, min.insync.replicas, timestamp bounds,
+compaction), gateways to the next produce (max.message.bytes,
+compression.type). remote.storage.enable cannot change once the topic
+exists. Prints the topic's configs afterwards.`)
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	set := configFlag{}
+	var del []string
+	fs.Var(set, "set", "a config key=value to set (repeatable)")
+	fs.Func("delete", "a config to remove, back to its default (repeatable)", func(v string) error {
+		if v == "" || strings.Contains(v, "=") {
+			return fmt.Errorf("%q: want a config name", v)
+		}
+		del = append(del, v)
+		return nil
+	})
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	name, err := oneName(pos, "TOPIC", synopsis)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	if len(set) == 0 && len(del) == 0 {
+		return usagef("nothing to alter: give --set key=value or --delete key; usage: sluice %s", synopsis)
+	}
+	cl, err := newClient(*base)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	t, err := cl.AlterTopicConfig(ctx, name, api.AlterTopicConfigRequest{Set: set, Delete: del})
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return printJSON(cio.out, t)
+	}
+	_, err = fmt.Fprintf(cio.out, "altered topic %s: %s\n", t.Name, configLine(t.Configs))
 	return err
 }
