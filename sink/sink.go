@@ -32,6 +32,10 @@ type Options struct {
 	MaxRecords int
 	// MaxWait is how long a poll waits for records. Default 1 s.
 	MaxWait time.Duration
+	// ParallelWrites bounds how many partitions of one poll answer are
+	// written to the store at once (each partition's batches stay in
+	// order: one at a time, answer after answer). Default 8.
+	ParallelWrites int
 	// MinBackoff and MaxBackoff bound the waits between retries of a store
 	// call or a poll that failed. Defaults 50 ms and 5 s.
 	MinBackoff, MaxBackoff time.Duration
@@ -61,6 +65,9 @@ func (o *Options) validate() error {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = time.Second
+	}
+	if o.ParallelWrites <= 0 {
+		o.ParallelWrites = 8
 	}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = 50 * time.Millisecond
@@ -95,6 +102,10 @@ type partState struct {
 	// first is the first offset handed to a Flusher store while next is
 	// -1, to count records once they are durable.
 	first int64
+	// seekGen is the seek generation of the last Seek that moved this
+	// partition's reads (0: none): records of it in answers polled before
+	// that generation were read from the old position and are dropped.
+	seekGen uint64
 }
 
 // Stats are a sink's running totals.
@@ -106,9 +117,12 @@ type Stats struct {
 }
 
 // Sink is one member of a group that writes its partitions' records to a
-// Store exactly once. Run drives it: one goroutine polls, claims and
-// writes (it alone owns the partition states); a second, started and
-// waited for by Run, sends the group commits.
+// Store exactly once. Run drives it: the Run goroutine claims and writes
+// (it alone owns the partition states); a poller goroutine keeps the next
+// poll in flight while the current answer is written, handing answers over
+// one at a time, in order; a committer goroutine sends the group commits.
+// Both are started and waited for by Run. Within one answer, up to
+// ParallelWrites partitions are written at once, each by one store call.
 //
 // Per poll answer: partitions no longer granted are forgotten; each grant
 // that is new, or carries a higher fence than the one claimed, is claimed
@@ -123,8 +137,16 @@ type Sink struct {
 	opts Options
 	log  *slog.Logger
 
-	// owned is touched only by the Run goroutine.
+	// owned is touched only by the Run goroutine (and, during a write,
+	// each partition's state by the one goroutine writing it).
 	owned map[api.TopicPartition]*partState
+
+	// seekMu orders Seeks against polls: the poller holds it from reading
+	// seekGen until its poll has answered (the poll sent the cursor as of
+	// that generation); the Run goroutine holds it to Seek and bump seekGen,
+	// so no poll is in flight while the cursor is rewritten.
+	seekMu  sync.Mutex
+	seekGen uint64
 
 	written, batches, fenced, partitions atomic.Int64
 }
@@ -165,8 +187,16 @@ func (s *Sink) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); cm.run(cctx) }()
+	pctx, stopPolls := context.WithCancel(ctx)
+	polls := make(chan polled)
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() { defer pwg.Done(); s.pollLoop(pctx, gc, polls) }()
 
-	err := s.loop(ctx, gc, cm)
+	err := s.loop(ctx, gc, cm, polls)
+	// The poller ends with its poll (cancelled) and sends nothing more.
+	stopPolls()
+	pwg.Wait()
 
 	// Shutdown: complete what the store began (a Finisher: the S3
 	// archive's reserved object), within FinishTimeout, while the
@@ -192,44 +222,88 @@ func (s *Sink) Run(ctx context.Context) error {
 	return err
 }
 
-// loop polls and writes until ctx ends or an error that retrying cannot mend.
-func (s *Sink) loop(ctx context.Context, gc *client.GroupConsumer, cm *committer) error {
+// polled is one poll's outcome as the poller hands it over: an answer
+// and the seek generation its cursor was sent at, or an error that
+// retrying cannot mend.
+type polled struct {
+	b   client.GroupBatch
+	gen uint64
+	err error
+}
+
+// pollLoop polls until ctx ends or a poll fails for good, handing each
+// answer to the Run goroutine over out (unbuffered: one answer waits
+// while the one before is written, and one poll is in flight). Failures
+// that may pass are retried here with backoff.
+func (s *Sink) pollLoop(ctx context.Context, gc *client.GroupConsumer, out chan<- polled) {
 	backoff := s.opts.MinBackoff
 	for ctx.Err() == nil {
+		s.seekMu.Lock()
+		gen := s.seekGen
 		b, err := gc.Poll(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		s.seekMu.Unlock()
+		switch {
+		case err == nil:
+			backoff = s.opts.MinBackoff
+			select {
+			case out <- polled{b: b, gen: gen}:
+			case <-ctx.Done():
+				return
 			}
-			if errors.Is(err, &api.Error{Code: api.CodeFencedInstanceID}) {
-				return err
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, &api.Error{Code: api.CodeFencedInstanceID}):
+			select {
+			case out <- polled{err: err}:
+			case <-ctx.Done():
 			}
+			return
+		default:
 			s.log.Warn("sink: poll failed; retrying", "err", err, "backoff", backoff)
 			if !sleep(ctx, backoff) {
-				return nil
+				return
 			}
 			backoff = min(2*backoff, s.opts.MaxBackoff)
-			continue
 		}
-		backoff = s.opts.MinBackoff
+	}
+}
+
+// loop writes the poller's answers until ctx ends or an error that
+// retrying cannot mend.
+func (s *Sink) loop(ctx context.Context, gc *client.GroupConsumer, cm *committer, polls <-chan polled) error {
+	for {
+		var p polled
+		select {
+		case <-ctx.Done():
+			return nil
+		case p = <-polls:
+		}
+		if p.err != nil {
+			return p.err
+		}
 		failpoint(StepAfterPoll)
-		if err := s.handle(ctx, gc, cm, b); err != nil {
+		if err := s.handle(ctx, gc, cm, p.b, p.gen); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
 	}
-	return nil
 }
 
-// handle takes one poll answer: grants first (forget, claim, seek), then
-// the records of the partitions that were already claimed.
-func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committer, b client.GroupBatch) error {
-	seeked, err := s.claimGrants(ctx, gc, b.Grants)
-	if err != nil {
+// handle takes one poll answer, polled at seek generation gen: grants
+// first (forget, claim, seek), then the records of the partitions claimed
+// before, up to ParallelWrites partitions at once.
+func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committer, b client.GroupBatch, gen uint64) error {
+	if err := s.claimGrants(ctx, gc, b.Grants); err != nil {
 		return err
 	}
+	type job struct {
+		tp   api.TopicPartition
+		st   *partState
+		recs []Record
+	}
+	var jobs []job
 	for _, part := range byPartition(b.Records) {
 		tp := api.TopicPartition{Topic: part[0].Topic, Partition: part[0].Partition}
 		st := s.owned[tp]
@@ -239,25 +313,39 @@ func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committ
 			// coordinator that keeps its word; never written ungranted.
 			s.log.Warn("sink: records of a partition without a grant; dropped", "topic", tp.Topic, "partition", tp.Partition)
 			continue
-		case st.refused || seeked[tp]:
+		case st.refused || st.seekGen > gen:
+			// Refused, or read from where the group stood before the
+			// store's position was sought: the answers polled since the
+			// seek read from there.
 			continue
 		}
 		recs, err := storeRecords(part, st.next)
 		if err != nil {
 			return err
 		}
-		if len(recs) == 0 {
-			continue
-		}
-		if err := s.write(ctx, tp, st, recs); err != nil {
-			return err
-		}
-		if !st.refused {
-			failpoint(StepAfterWrite)
-			cm.add(tp, st.next, b.MemberEpoch)
+		if len(recs) > 0 {
+			jobs = append(jobs, job{tp: tp, st: st, recs: recs})
 		}
 	}
-	if err := s.flush(ctx, cm, seeked, b.MemberEpoch); err != nil {
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, s.opts.ParallelWrites)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if errs[i] = s.write(ctx, j.tp, j.st, j.recs); errs[i] == nil && !j.st.refused {
+				failpoint(StepAfterWrite)
+				cm.add(j.tp, j.st.next, b.MemberEpoch)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := s.flush(ctx, cm, gen, b.MemberEpoch); err != nil {
 		return err
 	}
 	s.partitions.Store(int64(s.writable()))
@@ -265,9 +353,10 @@ func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committ
 	return nil
 }
 
-// claimGrants brings the partition states in line with a poll's grants and
-// returns the partitions whose reads were moved to the store's position.
-func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants []api.PartitionGrant) (map[api.TopicPartition]bool, error) {
+// claimGrants brings the partition states in line with a poll's grants;
+// the partitions whose reads it moved to the store's position get the
+// new seek generation.
+func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants []api.PartitionGrant) error {
 	granted := make(map[api.TopicPartition]int64, len(grants))
 	for _, g := range grants {
 		granted[api.TopicPartition{Topic: g.Topic, Partition: g.Partition}] = g.Fence
@@ -302,7 +391,7 @@ func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants
 			s.opts.Metrics.claims.WithLabelValues("fenced").Inc()
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("claiming %s/%d: %w", tp.Topic, tp.Partition, err)
+			return fmt.Errorf("claiming %s/%d: %w", tp.Topic, tp.Partition, err)
 		}
 		s.opts.Metrics.claims.WithLabelValues("ok").Inc()
 		s.log.Info("sink: claimed", "topic", tp.Topic, "partition", tp.Partition, "fence", g.Fence, "next", next)
@@ -314,27 +403,34 @@ func (s *Sink) claimGrants(ctx context.Context, gc *client.GroupConsumer, grants
 	if claimed {
 		failpoint(StepAfterClaim)
 	}
-	seeked := make(map[api.TopicPartition]bool, len(seeks))
-	if len(seeks) > 0 {
-		if err := gc.Seek(seeks); err != nil {
-			return nil, err
-		}
-		for _, p := range seeks {
-			seeked[api.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
-		}
+	if len(seeks) == 0 {
+		return nil
 	}
-	return seeked, nil
+	// Between polls: the poll in flight, if any, answers first (its
+	// records of these partitions are then dropped by generation).
+	s.seekMu.Lock()
+	err := gc.Seek(seeks)
+	s.seekGen++
+	gen := s.seekGen
+	s.seekMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, p := range seeks {
+		s.owned[api.TopicPartition{Topic: p.Topic, Partition: p.Partition}].seekGen = gen
+	}
+	return nil
 }
 
 // flush calls a Flusher store's Flush for every partition held, writable
-// and not just moved by a seek, and queues the commits of those whose
-// durable next moved.
-func (s *Sink) flush(ctx context.Context, cm *committer, seeked map[api.TopicPartition]bool, epoch int32) error {
+// and not moved by a seek since the answer at generation gen was polled,
+// and queues the commits of those whose durable next moved.
+func (s *Sink) flush(ctx context.Context, cm *committer, gen uint64, epoch int32) error {
 	if _, ok := s.opts.Store.(Flusher); !ok {
 		return nil
 	}
 	for tp, st := range s.owned {
-		if st.refused || seeked[tp] {
+		if st.refused || st.seekGen > gen {
 			continue
 		}
 		before := st.next

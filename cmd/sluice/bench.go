@@ -51,8 +51,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "ws" {
 		return benchWS(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "sink" {
+		return benchSink(ctx, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		return errors.New("usage: sluice bench produce|consume [flags]")
+		return errors.New("usage: sluice bench produce|consume|ws|sink [flags]")
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)

@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-const sinkUsage = "usage: sluice sink redis --group G --topics T[,T] [--redis redis://host:port/db] [--mode stream|hash|string] [--prefix P] [--url URL] [--metrics-addr ADDR]\n" +
-	"       sluice sink s3 --group G --topics T[,T] --s3-endpoint HOST:PORT --s3-bucket B [--prefix P] [--max-records N] [--max-bytes N] [--max-interval D] [--url URL] [--metrics-addr ADDR]"
+const sinkUsage = "usage: sluice sink redis --group G --topics T[,T] [--redis redis://host:port/db] [--mode stream|hash|string] [--prefix P] [--parallel-writes N] [--url URL] [--metrics-addr ADDR]\n" +
+	"       sluice sink s3 --group G --topics T[,T] --s3-endpoint HOST:PORT --s3-bucket B [--prefix P] [--max-records N] [--max-bytes N] [--max-interval D] [--parallel-writes N] [--url URL] [--metrics-addr ADDR]"
 
 // runSink is `sluice sink redis|s3`: an exactly-once sink as a group member.
 func runSink(ctx context.Context, args []string) error {
@@ -38,6 +38,7 @@ func runSink(ctx context.Context, args []string) error {
 	instance := fs.String("instance-id", envOr("SLUICE_INSTANCE_ID", ""), "static member id: a restart takes the partitions back without a rebalance")
 	session := fs.Duration("session-timeout", 0, "group session timeout (0: the server's 30s)")
 	maxRecords := fs.Int("max-records", 500, "records per poll")
+	parallel := fs.Int("parallel-writes", 8, "partitions of one poll written at once (each partition's batches stay in order)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty: none")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -71,7 +72,7 @@ func runSink(ctx context.Context, args []string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := sink.New(cl, sink.Options{
 		Group: *group, Topics: strings.Split(*topics, ","), Store: store, InstanceID: *instance,
-		SessionTimeout: *session, MaxRecords: *maxRecords, Metrics: metrics, Logger: logger,
+		SessionTimeout: *session, MaxRecords: *maxRecords, ParallelWrites: *parallel, Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -266,7 +266,9 @@ func TestSinkZombieProcessRefused(t *testing.T) {
 	args := func(proxy *holdProxy, metrics string) []string {
 		return []string{"--url", c.URL, "--group", "zombie", "--topics", "orders",
 			"--redis", "redis://" + proxy.addr() + "/0", "--prefix", r.prefix,
-			"--session-timeout", "2s", "--max-records", "200", "--metrics-addr", metrics}
+			"--session-timeout", "2s", "--max-records", "200", "--metrics-addr", metrics,
+			// One write at a time, so that holding one connection holds the process's writes.
+			"--parallel-writes", "1"}
 	}
 	wait := func(what string, ch <-chan struct{}, d time.Duration) {
 		t.Helper()

@@ -29,6 +29,7 @@ func runSinkS3(ctx context.Context, args []string) error {
 	maxRecords := fs.Int("max-records", 100_000, "roll an object at this many records")
 	maxBytes := fs.Int64("max-bytes", 64<<20, "roll an object at this many bytes of NDJSON (before gzip)")
 	maxInterval := fs.Duration("max-interval", time.Minute, "roll an object this long after its first record")
+	parallel := fs.Int("parallel-writes", 8, "partitions of one poll written at once (each partition's batches stay in order)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -71,7 +72,7 @@ func runSinkS3(ctx context.Context, args []string) error {
 	}
 	s, err := sink.New(cl, sink.Options{
 		Group: *group, Topics: strings.Split(*topics, ","), Store: store, InstanceID: *instance,
-		SessionTimeout: *session, MaxRecords: *pollRecords, Metrics: metrics, Logger: logger,
+		SessionTimeout: *session, MaxRecords: *pollRecords, ParallelWrites: *parallel, Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
 		return err
