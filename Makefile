@@ -47,6 +47,11 @@ bench: build
 	./bin/sluice bench consume --cold --raw
 	@echo '== consume through a consumer group (cursors, commits beside the polls) vs plain partition fetches, RF=3'
 	./bin/sluice bench consume --group --brokers 3 --replication-factor 3 --records 200000 --rounds 5
+	@echo '== sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 vs plain PUTs of the same objects'
+	SLUICE_TEST_SERVICES='redis versitygw' scripts/with-services.sh bash -c '\
+		./bin/sluice bench sink redis --redis redis://$$SLUICE_TEST_REDIS/0 && \
+		SLUICE_S3_SECRET_KEY=$$SLUICE_TEST_S3_SECRET_KEY ./bin/sluice bench sink s3 --size 1000 --records 100000 --max-records 5000 \
+			--s3-endpoint $$SLUICE_TEST_S3_ENDPOINT --s3-bucket $$SLUICE_TEST_S3_BUCKET --s3-access-key $$SLUICE_TEST_S3_ACCESS_KEY --s3-prefix bench'
 
 lint:
 	$(GO) vet ./...
