@@ -14,7 +14,7 @@ import (
 // partial write. First with an object's upload held on its way to S3 (by
 // a proxy) when the signal comes: the upload is abandoned with the run,
 // and the process creates that object again before it exits, so the range
-// its fence object reserves is stored. Then at random moments, five times
+// its fence object reserves is stored. Then at random moments, four times
 // under a producer: each process exits 0, leaving every reserved range
 // stored and the archive without gap or overlap. A last process archives
 // the rest; the archive holds the log once.
@@ -81,7 +81,7 @@ func TestSinkS3TermFinishesObject(t *testing.T) {
 
 	// SIGTERM at random moments, under a producer.
 	prod := startKeyedProducer(t, ctx, cl, "orders", 50, false)
-	for i := range 5 {
+	for i := range 4 {
 		p := startSluiceProcess(t, "sink "+strconv.Itoa(i), args(s3.cfg.Endpoint), s3.env())
 		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		p.stop()
@@ -89,7 +89,7 @@ func TestSinkS3TermFinishesObject(t *testing.T) {
 	}
 	prod.stop()
 
-	last := startSluiceProcess(t, "last sink", args(s3.cfg.Endpoint), s3.env())
+	last := startSluiceProcess(t, "last sink", append(args(s3.cfg.Endpoint), "--poll-records", "2000", "--max-records", "5000"), s3.env())
 	ends := logEnds(t, ctx, cl, "orders", partitions)
 	s3.waitCaughtUp(t, ctx, "orders", ends)
 	last.stop()
