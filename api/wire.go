@@ -10,13 +10,50 @@ type ClusterInfo struct {
 	Brokers    []BrokerStatus `json:"brokers"`
 	Controller int32          `json:"controller"`
 	Version    string         `json:"version"`
+	// Topics counts the topics, internal ones included.
+	Topics     int             `json:"topics"`
+	Partitions PartitionHealth `json:"partitions"`
+	// TimeMs is the gateway's clock when it assembled the answer (unix ms);
+	// rates are counter differences between two answers over their TimeMs.
+	TimeMs int64 `json:"time_ms"`
 }
 
-// BrokerStatus is one broker as the cluster sees it.
+// PartitionHealth counts the cluster's partitions by replication state.
+type PartitionHealth struct {
+	Total int `json:"total"`
+	// UnderReplicated have fewer ISR members than replicas.
+	UnderReplicated int `json:"under_replicated"`
+	// UnderMinISR have fewer ISR members than their topic's
+	// min.insync.replicas: acks=all produces to them fail.
+	UnderMinISR int `json:"under_min_isr"`
+	// Offline have no live leader.
+	Offline int `json:"offline"`
+}
+
+// BrokerStatus is one broker as the cluster sees it. The sizes and counters
+// come from the broker itself; they are -1 when it did not answer (or is not
+// alive). The counters start at zero when the broker process starts.
 type BrokerStatus struct {
 	ID      int32  `json:"id"`
 	Address string `json:"address"`
 	Alive   bool   `json:"alive"`
+	// Controller is true for the active controller.
+	Controller bool `json:"controller"`
+	// PartitionsLed and Replicas count, from the cluster metadata, the
+	// partitions whose leader this broker is and those it is a replica of.
+	PartitionsLed int `json:"partitions_led"`
+	Replicas      int `json:"replicas"`
+	// LocalBytes is the size of every partition on the broker's disk;
+	// RemoteBytes of the object-store segments of the partitions it leads.
+	LocalBytes  int64 `json:"local_bytes"`
+	RemoteBytes int64 `json:"remote_bytes"`
+	// ProducedRecords and ProducedBytes count what the broker appended as a
+	// leader; FetchedRecords (offsets spanned) and FetchedBytes what it served
+	// to consumers. Replication is not counted.
+	ProducedRecords int64 `json:"produced_records"`
+	ProducedBytes   int64 `json:"produced_bytes"`
+	FetchedRecords  int64 `json:"fetched_records"`
+	FetchedBytes    int64 `json:"fetched_bytes"`
 }
 
 // CreateTopicRequest is the body of POST /v1/topics.
@@ -57,6 +94,22 @@ type PartitionInfo struct {
 	RemoteEndOffset int64 `json:"remote_end_offset"`
 	HighWatermark   int64 `json:"high_watermark"`
 	LogEndOffset    int64 `json:"log_end_offset"`
+	// LocalBytes is the size of the partition on the leader's disk;
+	// RemoteBytes of its segments in the object store (0 for a topic that
+	// does not tier). -1 when not known.
+	LocalBytes  int64 `json:"local_bytes"`
+	RemoteBytes int64 `json:"remote_bytes"`
+	// Followers is the leader's view of each other replica's log end; a
+	// replica behind the leader's log end is lagging, one missing from the
+	// ISR is out of sync. Empty when the leader did not answer.
+	Followers []FollowerPosition `json:"followers"`
+}
+
+// FollowerPosition is a follower's log end as its leader last saw it.
+type FollowerPosition struct {
+	Broker int32 `json:"broker"`
+	// LogEndOffset is -1 until the follower fetched from this leader.
+	LogEndOffset int64 `json:"log_end_offset"`
 }
 
 // ProduceRecord is one record in a JSON or NDJSON produce body. Key and Value

@@ -156,6 +156,7 @@ type Broker struct {
 	recKick chan struct{}    // cap 1: reconcile now (a fence generation became live)
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
+	traffic traffic          // produce and consumer-fetch counters (stats route, metrics)
 
 	panicsMu sync.Mutex        // guards panics
 	panics   map[string]uint64 // recovered panics by where (recover.go)

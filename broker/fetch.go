@@ -156,6 +156,9 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	if res.Size == 0 {
 		return
 	}
+	if replica == 0 {
+		b.traffic.fetched(offset, res.NextOffset, res.Size)
+	}
 	if _, err := res.File.Seek(res.Position, io.SeekStart); err != nil {
 		return // headers are out; the short body tells the client
 	}
@@ -208,5 +211,6 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(pos.LogStartOffset, 10))
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
+	b.traffic.fetched(offset, next, int64(len(data)))
 	_, _ = w.Write(data)
 }

@@ -30,6 +30,14 @@ var (
 		"1 when a disk error made the partition read-only.", partitionLabels, nil)
 	descController = prometheus.NewDesc("sluice_broker_controller",
 		"1 when this broker is the controller.", nil, nil)
+	descProducedRecords = prometheus.NewDesc("sluice_broker_produced_records_total",
+		"Records this broker appended as a leader (replication not included).", nil, nil)
+	descProducedBytes = prometheus.NewDesc("sluice_broker_produced_bytes_total",
+		"Batch bytes this broker appended as a leader (replication not included).", nil, nil)
+	descFetchedRecords = prometheus.NewDesc("sluice_broker_fetched_records_total",
+		"Offsets this broker served to consumers (follower fetches not included).", nil, nil)
+	descFetchedBytes = prometheus.NewDesc("sluice_broker_fetched_bytes_total",
+		"Batch bytes this broker served to consumers (follower fetches not included).", nil, nil)
 	descTierCorrupt = prometheus.NewDesc("sluice_tier_corrupt_reads_total",
 		"Reads of tiered segments refused because an object failed its checks (REMOTE_CORRUPT), by object: index or log.", []string{"object"}, nil)
 )
@@ -39,7 +47,8 @@ var partitionLabels = []string{"topic", "partition"}
 type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descController, descTierCorrupt} {
+	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descController, descTierCorrupt,
+		descProducedRecords, descProducedBytes, descFetchedRecords, descFetchedBytes} {
 		ch <- d
 	}
 }
@@ -55,6 +64,13 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		return 0
 	}
 	gauge(descController, b2f(c.b.ctl.isActive()))
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	counter(descProducedRecords, c.b.traffic.producedRecords.Load())
+	counter(descProducedBytes, c.b.traffic.producedBytes.Load())
+	counter(descFetchedRecords, c.b.traffic.fetchedRecords.Load())
+	counter(descFetchedBytes, c.b.traffic.fetchedBytes.Load())
 	if c.b.cold != nil {
 		st := c.b.cold.Stats()
 		ch <- prometheus.MustNewConstMetric(descTierCorrupt, prometheus.CounterValue, float64(st.CorruptIndexes), "index")

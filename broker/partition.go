@@ -517,12 +517,42 @@ func (p *Partition) applyISR(st api.PartitionState, version int32) {
 func (p *Partition) Status() brokerapi.PartitionStatus {
 	p.mu.Lock()
 	leader := p.leaderLocked() == nil
+	var followers []brokerapi.FollowerStatus
+	if leader {
+		for _, id := range p.replicas {
+			if f := p.progress.Follower(id); f != nil {
+				followers = append(followers, brokerapi.FollowerStatus{Broker: id, LogEndOffset: f.LEO})
+			}
+		}
+	}
 	p.mu.Unlock()
-	st := brokerapi.PartitionStatus{Partition: p.ID, Leader: leader, Positions: p.positions()}
+	st := brokerapi.PartitionStatus{Partition: p.ID, Leader: leader, Positions: p.positions(),
+		LocalBytes: p.localBytes(), RemoteBytes: p.remoteBytes(), Followers: followers}
 	if err := p.log.Err(); err != nil {
 		st.Error = err.Error()
 	}
 	return st
+}
+
+// localBytes is the size of every local segment, the active one included.
+func (p *Partition) localBytes() int64 { return p.log.BytesAbove(-1) }
+
+// remoteBytes sums the log objects of the remote segments: 0 for a topic
+// that does not tier, -1 when the list is not loaded here (followers, and a
+// leader before its first tier pass).
+func (p *Partition) remoteBytes() int64 {
+	if !p.config().RemoteStorage {
+		return 0
+	}
+	segs, loaded := p.tier.snapshot()
+	if !loaded {
+		return -1
+	}
+	var n int64
+	for _, s := range segs {
+		n += s.Size
+	}
+	return n
 }
 
 // isReplica reports whether broker id is in the assignment.

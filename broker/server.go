@@ -45,6 +45,7 @@ func (b *Broker) routes() http.Handler {
 	r.Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
 	r.Get(brokerapi.PathHealth, b.handleHealth)
 	r.Post(brokerapi.PathDrain, b.handleDrain)
+	r.Get(brokerapi.PathStats, b.handleStats)
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +119,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	b.traffic.produced(res.BaseOffset, res.LastOffset, len(body))
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -252,6 +254,25 @@ func (b *Broker) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleStats answers PathStats: partition counts, sizes and traffic.
+func (b *Broker) handleStats(w http.ResponseWriter, r *http.Request) {
+	s := brokerapi.Stats{BrokerID: b.opts.ID, Controller: b.ctl.isActive(),
+		ProducedRecords: b.traffic.producedRecords.Load(), ProducedBytes: b.traffic.producedBytes.Load(),
+		FetchedRecords: b.traffic.fetchedRecords.Load(), FetchedBytes: b.traffic.fetchedBytes.Load()}
+	for _, p := range b.parts.all() {
+		s.Replicas++
+		s.LocalBytes += p.localBytes()
+		p.mu.Lock()
+		leading := p.leaderLocked() == nil
+		p.mu.Unlock()
+		if leading {
+			s.Leaders++
+			s.RemoteBytes += max(0, p.remoteBytes())
+		}
+	}
+	writeJSON(w, http.StatusOK, s)
 }
 
 func (b *Broker) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ const (
 	PathTopicConfig = "/internal/v1/topics/{topic}/configs"
 	PathHealth      = "/internal/v1/health"
 	PathDrain       = "/internal/v1/drain"
+	PathStats       = "/internal/v1/stats"
 )
 
 // ProduceResult answers a produce: the offsets the batches got.
@@ -59,6 +60,44 @@ type PartitionStatus struct {
 	Leader    bool   `json:"leader"`
 	Error     string `json:"error,omitempty"` // set when the partition is read-only after a disk error
 	Positions
+	// LocalBytes is the size of the partition's segments on this broker's disk.
+	LocalBytes int64 `json:"local_bytes"`
+	// RemoteBytes is the size of its log objects in the object store: 0 for
+	// a topic that does not tier, -1 when this broker does not know (only a
+	// leader reads the remote segment list).
+	RemoteBytes int64 `json:"remote_bytes"`
+	// Followers is the leader's view of each other replica (leaders only).
+	Followers []FollowerStatus `json:"followers,omitempty"`
+}
+
+// FollowerStatus is what a leader knows of one follower.
+type FollowerStatus struct {
+	Broker int32 `json:"broker"`
+	// LogEndOffset is the follower's log end as of its last fetch; -1 until
+	// it fetched under this leadership.
+	LogEndOffset int64 `json:"log_end_offset"`
+}
+
+// Stats answers PathStats: one broker's partitions and traffic. The
+// counters start at zero when the broker process starts.
+type Stats struct {
+	BrokerID   int32 `json:"broker_id"`
+	Controller bool  `json:"controller"`
+	// Leaders and Replicas count the partitions this broker leads and holds.
+	Leaders  int `json:"leaders"`
+	Replicas int `json:"replicas"`
+	// LocalBytes sums the segments of every partition on this broker's disk;
+	// RemoteBytes the object-store bytes of the tiered partitions it leads.
+	LocalBytes  int64 `json:"local_bytes"`
+	RemoteBytes int64 `json:"remote_bytes"`
+	// ProducedRecords and ProducedBytes count what this broker appended as a
+	// leader (replication not included); FetchedRecords and FetchedBytes what
+	// it served to consumers (follower fetches not included), in offsets
+	// spanned and batch bytes.
+	ProducedRecords int64 `json:"produced_records"`
+	ProducedBytes   int64 `json:"produced_bytes"`
+	FetchedRecords  int64 `json:"fetched_records"`
+	FetchedBytes    int64 `json:"fetched_bytes"`
 }
 
 // TopicStatus answers PathTopicStatus: the partitions of a topic this broker holds.

@@ -298,3 +298,14 @@ func (c *Client) Drain(ctx context.Context, addr string, timeout time.Duration) 
 	err = c.doJSON(req, &r)
 	return r, err
 }
+
+// Stats asks a broker for its partition counts, sizes and traffic counters.
+func (c *Client) Stats(ctx context.Context, addr string) (Stats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+PathStats, nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	var s Stats
+	err = c.doJSON(req, &s)
+	return s, err
+}

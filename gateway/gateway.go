@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/web"
 )
 
 // Options configure a gateway. Zero values take the documented defaults.
@@ -46,8 +47,6 @@ type Options struct {
 	// when a gateway creates it, on the first group request
 	// (offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int
-	// Dashboard, when set, is served at / (the browser dashboard).
-	Dashboard http.Handler
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -212,10 +211,20 @@ func (g *Gateway) Routes() http.Handler {
 	r.Post("/v1/groups/{group}/offsets", g.handleCommit)
 	r.Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
 	r.Get("/v1/groups/{group}/ws", g.handleGroupWebSocket)
-	if g.opts.Dashboard != nil {
-		r.Handle("/*", g.opts.Dashboard)
-	}
+	// The browser dashboard: static files under /ui/ (package web), which
+	// use only the routes above.
+	r.Get("/", redirectTo(web.Prefix))
+	r.Get("/ui", redirectTo(web.Prefix))
+	r.Method(http.MethodGet, web.Prefix+"*", web.Handler())
+	r.Method(http.MethodHead, web.Prefix+"*", web.Handler())
 	return r
+}
+
+// redirectTo answers 302 Found pointing at path.
+func redirectTo(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, path, http.StatusFound)
+	}
 }
 
 // recoverer turns a handler panic into an INTERNAL error instead of a dropped

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -136,6 +135,7 @@ func (g *Gateway) describe(ctx context.Context, md *cluster.Metadata, tm *cluste
 			Partition: int32(p), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 			Replicas: nonNil(tm.Record.Replicas[p]), ISR: nonNil(st.ISR), Offline: st.Leader < 0 || !alive,
 			LogStartOffset: -1, LocalStartOffset: -1, RemoteEndOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+			LocalBytes: -1, RemoteBytes: -1, Followers: []api.FollowerPosition{},
 		}
 		if alive {
 			leaders[st.Leader] = true
@@ -160,6 +160,10 @@ func (g *Gateway) describe(ctx context.Context, md *cluster.Metadata, tm *cluste
 					pi := &t.Partitions[ps.Partition]
 					pi.LogStartOffset, pi.HighWatermark, pi.LogEndOffset = ps.LogStartOffset, ps.HighWatermark, ps.LogEndOffset
 					pi.LocalStartOffset, pi.RemoteEndOffset = ps.LocalStartOffset, ps.RemoteEndOffset
+					pi.LocalBytes, pi.RemoteBytes = ps.LocalBytes, ps.RemoteBytes
+					for _, f := range ps.Followers {
+						pi.Followers = append(pi.Followers, api.FollowerPosition{Broker: f.Broker, LogEndOffset: f.LogEndOffset})
+					}
 				}
 			}
 		}(md.Brokers[id].Address)
@@ -211,28 +215,4 @@ func (g *Gateway) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = g.view.Refresh(ctx)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// handleCluster is GET /v1/cluster: registered brokers are alive; brokers named
-// in assignments but not registered are listed as not alive.
-func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
-	md := g.view.Current()
-	res := api.ClusterInfo{Brokers: []api.BrokerStatus{}, Controller: md.Controller.BrokerID, Version: g.opts.Version}
-	seen := map[int32]bool{}
-	for _, id := range md.BrokerIDs() {
-		res.Brokers = append(res.Brokers, api.BrokerStatus{ID: id, Address: md.Brokers[id].Address, Alive: true})
-		seen[id] = true
-	}
-	for _, tm := range md.Topics {
-		for _, rs := range tm.Record.Replicas {
-			for _, id := range rs {
-				if !seen[id] {
-					seen[id] = true
-					res.Brokers = append(res.Brokers, api.BrokerStatus{ID: id, Alive: false})
-				}
-			}
-		}
-	}
-	sort.Slice(res.Brokers, func(i, j int) bool { return res.Brokers[i].ID < res.Brokers[j].ID })
-	writeJSON(w, http.StatusOK, res)
 }

@@ -111,13 +111,15 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	fmt.Printf(`Sluice %s is up: gateway %s, %d broker(s), data in %s
 
+Dashboard: %s/ui/
+
 Try:
   curl -s -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{"name":"orders","partitions":3}'
   curl -s -X POST %s/v1/topics/orders/records -H 'Content-Type: application/json' -d '{"records":[{"key":"user-1","value":{"total":42}}]}'
   curl -s '%s/v1/topics/orders/partitions/%d/records?offset=earliest'
 
 Ctrl-C stops it.
-`, version, base, *nBrokers, *data, base, base, base, api.KeyPartition([]byte("user-1"), 3))
+`, version, base, *nBrokers, *data, base, base, base, base, api.KeyPartition([]byte("user-1"), 3))
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
