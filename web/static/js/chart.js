@@ -29,8 +29,18 @@ export function timeChart(container, series, { height = 200, fmt = String, windo
       })),
     ],
     scales: {
-      x: { time: true, range: (u, min, max) => { const end = Math.max(max || 0, Date.now() / 1000); return [end - windowSec, end]; } },
-      y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] },
+      // The x axis ends now and starts at the first point, widening to
+      // windowSec as points come (at least a minute, so early points
+      // are not a smear at the edge).
+      x: {
+        time: true,
+        range: (u, min, max) => {
+          const end = Math.max(max || 0, Date.now() / 1000);
+          const first = data[0].length ? data[0][0] : end;
+          return [Math.max(end - windowSec, Math.min(first, end - 60)), end];
+        },
+      },
+      y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 10] },
     },
     axes: [
       { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 }, font: '11px system-ui' },

@@ -50,13 +50,38 @@ export function ndjson(topic, records) {
   }).join('\n') + (records.length ? '\n' : '');
 }
 
+// inline renders a JSON value on one line, with a space after each colon
+// and comma.
+function inline(v) {
+  if (Array.isArray(v)) return '[' + v.map(inline).join(', ') + ']';
+  if (v !== null && typeof v === 'object') return '{' + Object.entries(v).map(([k, x]) => JSON.stringify(k) + ': ' + inline(x)).join(', ') + '}';
+  return JSON.stringify(v);
+}
+
+// pretty renders a JSON value indented by two spaces a level, keeping any
+// part that fits in width characters on one line.
+export function pretty(v, indent = '', width = 72) {
+  const one = inline(v);
+  if (v === null || typeof v !== 'object' || indent.length + one.length <= width) return one;
+  const inner = indent + '  ';
+  if (Array.isArray(v)) {
+    if (!v.length) return '[]';
+    return '[\n' + v.map(x => inner + pretty(x, inner, width)).join(',\n') + '\n' + indent + ']';
+  }
+  const es = Object.entries(v);
+  if (!es.length) return '{}';
+  return '{\n' + es.map(([k, x]) => {
+    const key = inner + JSON.stringify(k) + ': ';
+    const one = inline(x);
+    return key + (key.length + one.length <= width ? one : pretty(x, inner, width));
+  }).join(',\n') + '\n' + indent + '}';
+}
+
 // recordRow is one record: offset, partition, time, key and headers, value.
 export function recordRow(r, fresh) {
   let val;
   if (r.value !== undefined) {
-    val = typeof r.value === 'object' && r.value !== null
-      ? h('pre', null, JSON.stringify(r.value, null, 2))
-      : h('pre', null, typeof r.value === 'string' ? r.value : JSON.stringify(r.value));
+    val = h('pre', null, typeof r.value === 'string' ? r.value : pretty(r.value));
   } else if (r.value_b64 !== undefined) {
     val = h('pre', null, h('span', { class: 'tag', title: 'not valid JSON: shown as base64' }, 'base64'), r.value_b64);
   } else {

@@ -76,10 +76,14 @@ export default function messages(params) {
         : h('div', { class: 'note', style: 'padding:24px 16px' }, mode === 'tail' ? 'Waiting for records…' : mode === 'browse' ? 'No records here.' : 'Pick a topic and Load, or start a live tail.'));
     freshFrom = records.length;
     replace(counts,
-      mode === 'tail' ? h('span', null, h('span', { class: 'live-dot' }), 'Live: ', h('b', { id: 'tail-received' }, fmt.num(tail ? tail.received : 0)), ' received') : null,
-      h('span', null, 'Showing ', h('b', { id: 'shown-count' }, fmt.num(Math.min(shown.length, maxShown))),
-        shown.length !== records.length ? [' of ', h('b', null, fmt.num(shown.length)), ' matching'] : null,
-        ' · ', h('b', { id: 'loaded-count' }, fmt.num(records.length)), ' loaded'),
+      mode === 'tail' && tail ? h('span', { id: 'tail-state', 'data-open': tail.open, 'data-want': tail.want },
+        h('span', { class: 'live-dot' }), 'Live: ', h('b', { id: 'tail-received' }, fmt.num(tail.received)), ' received · ',
+        `${tail.open}/${tail.want} partition streams open`) : null,
+      h('span', null,
+        shown.length !== records.length ? [h('b', null, fmt.num(shown.length)), ' of '] : null,
+        h('b', { id: 'loaded-count' }, fmt.num(records.length)), records.length === 1 ? ' record' : ' records',
+        shown.length !== records.length ? ' match the filters' : null,
+        Math.min(shown.length, maxShown) < shown.length ? ` · the ${mode === 'tail' ? 'newest' : 'first'} ${fmt.num(maxShown)} shown` : null),
       status ? h('span', { class: 'error-text', id: 'msg-status' }, status) : null);
   };
   const scheduleDraw = () => { if (!drawTimer) drawTimer = setTimeout(draw, 100); };
@@ -129,20 +133,37 @@ export default function messages(params) {
   };
   loadBtn.addEventListener('click', browse);
 
-  // The live tail: one WebSocket per selected partition from the latest
-  // offset, with credit granted ahead so a burst is never held back.
-  const startTail = () => {
+  // The live tail: one WebSocket per selected partition from its high
+  // watermark as of the click (looked up first, so nothing produced after
+  // the click is missed), with credit granted ahead so a burst is never
+  // held back.
+  const startTail = async () => {
     stopTail();
     const topic = topicSel.value;
+    const partitions = selectedPartitions();
     records = [];
     freshFrom = 0;
     status = '';
     mode = 'tail';
-    tail = { sockets: [], received: 0 };
+    tail = { sockets: [], received: 0, open: 0, want: partitions.length };
     const my = tail;
-    for (const p of selectedPartitions()) {
-      const ws = new WebSocket(wsURL(topic, p, 'latest', tailCredit));
+    tailBtn.textContent = 'Stop tail';
+    tailBtn.classList.add('danger');
+    draw();
+    let starts;
+    try {
+      starts = await Promise.all(partitions.map(p => api.offsets(topic, p, 'latest')));
+    } catch (e) {
+      status = `${e.code || 'ERROR'}: ${e.message}`;
+      stopTail();
+      draw();
+      return;
+    }
+    if (tail !== my) return;
+    partitions.forEach((p, i) => {
+      const ws = new WebSocket(wsURL(topic, p, starts[i].high_watermark, tailCredit));
       let credit = tailCredit;
+      ws.onopen = () => { if (tail === my) { my.open++; scheduleDraw(); } };
       ws.onmessage = ev => {
         if (tail !== my) return;
         let frame;
@@ -156,13 +177,11 @@ export default function messages(params) {
       };
       ws.onclose = ev => {
         if (tail !== my) return;
+        my.open--;
         if (ev.code !== 1000) { status = `partition ${p}: stream closed (${ev.code}${ev.reason ? ': ' + ev.reason : ''})`; scheduleDraw(); }
       };
       my.sockets.push(ws);
-    }
-    tailBtn.textContent = 'Stop tail';
-    tailBtn.classList.add('danger');
-    draw();
+    });
   };
   const stopTail = () => {
     if (!tail) return;

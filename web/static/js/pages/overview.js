@@ -37,10 +37,9 @@ export default function overview() {
     const sum = f => info.brokers.reduce((a, b) => a + Math.max(0, b[f]), 0);
     const lastRate = sampler.history.length ? sampler.history[sampler.history.length - 1] : null;
     const [localV, localU] = fmt.bytesParts(sum('local_bytes'));
-    const [remoteV, remoteU] = fmt.bytesParts(sum('remote_bytes'));
     replace(tiles,
       tile('Brokers alive', `${alive}/${info.brokers.length}`, null,
-        { id: 'tile-brokers', state: alive < info.brokers.length ? 'bad' : 'ok', hint: info.controller >= 0 ? `controller: broker ${info.controller}` : 'no controller' }),
+        { id: 'tile-brokers', state: alive < info.brokers.length ? 'bad' : 'ok', hint: info.controller >= 0 ? `controller ${info.controller}` : 'no controller' }),
       tile('Under-replicated', fmt.num(p.under_replicated), null,
         { id: 'tile-under-replicated', state: p.under_replicated ? 'warn' : 'ok', hint: `of ${fmt.num(p.total)} partitions` }),
       tile('Under min ISR', fmt.num(p.under_min_isr), null,
@@ -53,7 +52,6 @@ export default function overview() {
         { id: 'tile-fetch', hint: lastRate ? fmt.byteRate(lastRate.fetchBytes) : 'measuring…' }),
       tile('Topics', fmt.num(info.topics), null, { id: 'tile-topics', hint: `${fmt.num(p.total)} partitions` }),
       tile('Stored', localV, localU, { id: 'tile-stored', hint: `${fmt.bytes(sum('remote_bytes'))} in object store` }));
-    void remoteV; void remoteU;
     const rows = info.brokers.map(b => ({
       attrs: { 'data-broker': b.id },
       cells: [

@@ -110,7 +110,7 @@ export async function deleteTopic(name, ctl) {
 // createDialog asks for a topic's name, partitions, replication factor and
 // configs, and creates it.
 function createDialog(ctl) {
-  const name = h('input', { type: 'text', name: 'name', required: true, pattern: '[a-zA-Z0-9._-]{1,249}', autocomplete: 'off', spellcheck: 'false' });
+  const name = h('input', { type: 'text', name: 'name', required: true, pattern: '[a-zA-Z0-9._\\-]{1,249}', autocomplete: 'off', spellcheck: 'false' });
   const parts = h('input', { type: 'number', name: 'partitions', min: 1, max: 10000, value: '3' });
   const rf = h('input', { type: 'number', name: 'replication_factor', min: 1, max: 16, value: '', placeholder: 'default' });
   const configs = h('textarea', { name: 'configs', rows: 3, placeholder: 'retention.ms=604800000\ncleanup.policy=compact' });
