@@ -5,7 +5,7 @@ GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 PKGS ?= ./...
 
-.PHONY: help build run test test-deploy bench lint fuzz services-up services-down services-status
+.PHONY: help build run test test-deploy bench lint fuzz screenshots services-up services-down services-status
 
 help:
 	@echo 'make build          go build -o bin/sluice ./cmd/sluice'
@@ -15,6 +15,7 @@ help:
 	@echo 'make bench          Go benchmarks (with the services up), then bin/sluice bench'
 	@echo 'make lint           go vet and gofmt'
 	@echo 'make fuzz           each fuzz target in FUZZ_TARGETS for FUZZ_EXECS executions'
+	@echo 'make screenshots    the dashboard test in Chromium, saving each page to docs/screenshots'
 	@echo 'make services-up    install + start the services; then: source .services/env'
 	@echo 'make services-down  stop them'
 
@@ -72,6 +73,12 @@ fuzz:
 		echo "== $$t"; \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_EXECS)x "$${t%%:*}"; \
 	done
+
+# The dashboard's browser test, which also writes its screenshots to
+# docs/screenshots (it waits longer then, so the charts have a history).
+screenshots:
+	SLUICE_TEST_SERVICES=chromium SLUICE_SCREENSHOTS=$(CURDIR)/docs/screenshots \
+		scripts/with-services.sh $(GO) test -count=1 -run '^TestDashboard$$' ./web/
 
 services-up:
 	scripts/services.sh install
