@@ -50,7 +50,7 @@ func TestDashboard(t *testing.T) {
 		if got := eval[string](tb, `location.pathname`); got != "/ui/" {
 			t.Fatalf("GET / led to %q, want /ui/", got)
 		}
-		tb.waitFor(10*time.Second, `document.querySelectorAll('#brokers tr[data-broker]').length === 3`, "three broker rows")
+		tb.waitFor(20*time.Second, `document.querySelectorAll('#brokers tr[data-broker]').length === 3`, "three broker rows")
 		// Rates need two samples of the counters while records flow.
 		tb.waitFor(20*time.Second, `(() => { const v = document.querySelector('#tile-produce .value');
 			return v && v.firstChild && parseFloat(v.firstChild.textContent) > 0; })()`, "a produce rate above zero")
@@ -85,8 +85,8 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("topics", func(t *testing.T) {
 		tb := b.open(t, c.URL+"/ui/#/topics", 1280, 900)
-		tb.waitFor(10*time.Second, `!!document.querySelector('#topics-table tr[data-topic="orders"]')`, "the orders row")
-		tb.waitFor(10*time.Second, `document.querySelector('#topics-table tr[data-topic="orders"] [data-field=lag]').textContent !== 'no groups'`, "the worst group lag of orders")
+		tb.waitFor(20*time.Second, `!!document.querySelector('#topics-table tr[data-topic="orders"]')`, "the orders row")
+		tb.waitFor(20*time.Second, `document.querySelector('#topics-table tr[data-topic="orders"] [data-field=lag]').textContent !== 'no groups'`, "the worst group lag of orders")
 		for _, name := range []string{"orders", "clicks"} {
 			top := a.topic(name)
 			row := fmt.Sprintf(`#topics-table tr[data-topic="%s"]`, name)
@@ -107,18 +107,18 @@ func TestDashboard(t *testing.T) {
 		for _, p := range d.Partitions {
 			lag += p.Lag
 		}
-		tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelector('#topics-table tr[data-topic="orders"] [data-field=lag]').textContent.replace(/,/g, '').startsWith('%d ')`, lag),
+		tb.waitFor(20*time.Second, fmt.Sprintf(`document.querySelector('#topics-table tr[data-topic="orders"] [data-field=lag]').textContent.replace(/,/g, '').startsWith('%d ')`, lag),
 			fmt.Sprintf("orders' worst group lag %d (billing)", lag))
 		time.Sleep(settle) // rates need two looks
 		tb.screenshot("topics")
 
 		// Create a topic through the dialog; the API then has it.
-		tb.do(10*time.Second, chromedp.Click(chromedp.ID("new-topic")),
+		tb.do(30*time.Second, chromedp.Click(chromedp.ID("new-topic")),
 			chromedp.SendKeys(chromedp.CSS(`#create-topic input[name=name]`), "from-ui"),
 			chromedp.SetValue(chromedp.CSS(`#create-topic input[name=partitions]`), "2"),
 			chromedp.SetValue(chromedp.CSS(`#create-topic textarea[name=configs]`), "retention.ms=3600000"))
 		tb.screenshot("topics-create")
-		tb.do(10*time.Second, chromedp.Click(chromedp.CSS(`#create-topic button[type=submit]`)))
+		tb.do(30*time.Second, chromedp.Click(chromedp.CSS(`#create-topic button[type=submit]`)))
 		tb.waitFor(15*time.Second, `!!document.querySelector('#topics-table tr[data-topic="from-ui"]')`, "the from-ui row")
 		created := a.topic("from-ui")
 		if len(created.Partitions) != 2 || created.Configs["retention.ms"] != "3600000" {
@@ -127,12 +127,12 @@ func TestDashboard(t *testing.T) {
 
 		// Delete one: the dialog wants the name typed first.
 		a.createTopic("doomed", 1)
-		tb.waitFor(10*time.Second, `!!document.querySelector('button[data-delete="doomed"]')`, "the doomed row")
-		tb.do(10*time.Second, chromedp.Click(chromedp.CSS(`button[data-delete="doomed"]`)))
+		tb.waitFor(20*time.Second, `!!document.querySelector('button[data-delete="doomed"]')`, "the doomed row")
+		tb.do(30*time.Second, chromedp.Click(chromedp.CSS(`button[data-delete="doomed"]`)))
 		if !eval[bool](tb, `document.querySelector('dialog.confirm button.danger').disabled`) {
 			t.Error("the delete button is enabled before the name is typed")
 		}
-		tb.do(10*time.Second, chromedp.SendKeys(chromedp.CSS(`dialog.confirm input`), "doomed"),
+		tb.do(30*time.Second, chromedp.SendKeys(chromedp.CSS(`dialog.confirm input`), "doomed"),
 			chromedp.Click(chromedp.CSS(`dialog.confirm button.danger`)))
 		tb.waitFor(15*time.Second, `!document.querySelector('#topics-table tr[data-topic="doomed"]')`, "the doomed row to go")
 		if st := a.do(http.MethodGet, "/v1/topics/doomed", nil, nil); st != http.StatusNotFound {
@@ -142,7 +142,7 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("topic", func(t *testing.T) {
 		tb := b.open(t, c.URL+"/ui/#/topics/orders", 1280, 900)
-		tb.waitFor(10*time.Second, `document.querySelectorAll('#partitions-table tr[data-partition]').length === 3`, "three partition rows")
+		tb.waitFor(20*time.Second, `document.querySelectorAll('#partitions-table tr[data-partition]').length === 3`, "three partition rows")
 		top := a.topic("orders")
 		for _, p := range top.Partitions {
 			row := fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, p.Partition)
@@ -173,18 +173,18 @@ func TestDashboard(t *testing.T) {
 	t.Run("messages", func(t *testing.T) {
 		downloads := t.TempDir()
 		tb := b.open(t, c.URL+"/ui/#/messages?topic=orders&partition=all", 1280, 900)
-		tb.do(10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		tb.do(30*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
 				Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
 			return err
 		}))
-		tb.waitFor(10*time.Second, `document.querySelector('#msg-topic').value === 'orders'`, "the orders topic selected")
+		tb.waitFor(20*time.Second, `document.querySelector('#msg-topic').value === 'orders'`, "the orders topic selected")
 
 		// Browse from earliest: every record of the three partitions.
 		want := records(a.topic("orders"))
 		tb.set("msg-from", "earliest")
-		tb.do(10*time.Second, chromedp.Click(chromedp.ID("msg-load")))
-		tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, want),
+		tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-load")))
+		tb.waitFor(20*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, want),
 			fmt.Sprintf("%d records browsed from earliest", want))
 		// JSON values are indented, short parts kept on one line.
 		if n := eval[int](tb, `[...document.querySelectorAll('#records .rec .val pre')].filter(p => p.textContent.includes('\n  "customer": {\n    "id": "c-77",')).length`); n != 1 {
@@ -203,12 +203,12 @@ func TestDashboard(t *testing.T) {
 			expect      int
 		}{{"filter-key", "user-7", 1}, {"filter-header", "src=curl", 20}, {"filter-value", "plain", 10}} {
 			expect := f.expect
-			tb.do(10*time.Second, chromedp.SendKeys(chromedp.ID(f.input), f.text))
-			tb.waitFor(5*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, expect),
+			tb.do(30*time.Second, chromedp.SendKeys(chromedp.ID(f.input), f.text))
+			tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, expect),
 				fmt.Sprintf("%d records matching %s %q", expect, f.input, f.text))
 			if f.input == "filter-header" {
 				// Download what the filter shows, as NDJSON.
-				tb.do(10*time.Second, chromedp.Click(chromedp.ID("msg-download")))
+				tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-download")))
 				lines := waitDownload(t, downloads)
 				if len(lines) != expect {
 					t.Errorf("NDJSON download: %d lines, want %d", len(lines), expect)
@@ -221,16 +221,16 @@ func TestDashboard(t *testing.T) {
 			}
 			tb.set(f.input, "")
 		}
-		tb.waitFor(5*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, want), "the filters cleared")
+		tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelectorAll('#records .rec[data-offset]').length === %d`, want), "the filters cleared")
 		tb.screenshot("messages-browse")
 
 		// The live tail of every partition of a fresh topic.
 		a.createTopic("live", 3)
 		// The page lists topics again every few seconds.
-		tb.waitFor(10*time.Second, `[...document.querySelectorAll('#msg-topic option')].some(o => o.value === 'live')`, "the live topic listed")
+		tb.waitFor(20*time.Second, `[...document.querySelectorAll('#msg-topic option')].some(o => o.value === 'live')`, "the live topic listed")
 		tb.set("msg-topic", "live")
-		tb.do(10*time.Second, chromedp.Click(chromedp.ID("msg-tail")))
-		tb.waitFor(10*time.Second, `(() => { const s = document.getElementById('tail-state'); return s && s.dataset.open === '3'; })()`, "three partition streams open")
+		tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-tail")))
+		tb.waitFor(20*time.Second, `(() => { const s = document.getElementById('tail-state'); return s && s.dataset.open === '3'; })()`, "three partition streams open")
 
 		one := a.produce("live", []api.ProduceRecord{{Key: json.RawMessage(`"first"`), Value: json.RawMessage(`{"hello":"tail"}`)}})
 		tb.waitFor(5*time.Second, fmt.Sprintf(`!!document.querySelector('#records .rec[data-partition="%d"][data-offset="%d"]')`, one[0].Partition, one[0].Offset),
@@ -242,7 +242,7 @@ func TestDashboard(t *testing.T) {
 		}
 		offs := a.produce("live", burst)
 		tb.waitFor(20*time.Second, `document.getElementById('tail-received').textContent === '501'`, "all 501 records received")
-		tb.waitFor(5*time.Second, `document.querySelectorAll('#records .rec[data-offset]').length === 501`, "all 501 records shown")
+		tb.waitFor(10*time.Second, `document.querySelectorAll('#records .rec[data-offset]').length === 501`, "all 501 records shown")
 		shown := eval[[]string](tb, `[...document.querySelectorAll('#records .rec[data-offset]')].map(r => r.dataset.partition + '/' + r.dataset.offset)`)
 		seen := map[string]bool{}
 		for _, s := range shown {
@@ -256,12 +256,12 @@ func TestDashboard(t *testing.T) {
 		tb.screenshot("messages")
 
 		// The produce form writes a record that the API reads back.
-		tb.do(10*time.Second, chromedp.Click(chromedp.ID("msg-tail")),
-			chromedp.SendKeys(chromedp.ID("produce-key"), "from-form"),
-			chromedp.SendKeys(chromedp.ID("produce-headers"), "origin=dashboard"),
-			chromedp.SendKeys(chromedp.ID("produce-value"), `{"made":"in the browser","n":7}`),
-			chromedp.Click(chromedp.ID("produce-send")))
-		tb.waitFor(10*time.Second, `!!document.querySelector('#produce-result [data-offset]')`, "the produce result")
+		tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-tail")))
+		tb.set("produce-key", "from-form")
+		tb.set("produce-headers", "origin=dashboard")
+		tb.set("produce-value", `{"made":"in the browser","n":7}`)
+		tb.do(30*time.Second, chromedp.Click(chromedp.ID("produce-send")))
+		tb.waitFor(20*time.Second, `!!document.querySelector('#produce-result [data-offset]')`, "the produce result")
 		p := eval[int32](tb, `Number(document.querySelector('#produce-result [data-offset]').dataset.partition)`)
 		o := eval[int64](tb, `Number(document.querySelector('#produce-result [data-offset]').dataset.offset)`)
 		var fr api.FetchResponse
@@ -277,13 +277,13 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("groups", func(t *testing.T) {
 		tb := b.open(t, c.URL+"/ui/#/groups", 1280, 900)
-		tb.waitFor(10*time.Second, `!!document.querySelector('#groups-table tr[data-group="billing"]')`, "the billing row")
+		tb.waitFor(20*time.Second, `!!document.querySelector('#groups-table tr[data-group="billing"]')`, "the billing row")
 		d := a.group("billing")
 		var lag int64
 		for _, p := range d.Partitions {
 			lag += p.Lag
 		}
-		tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelector('#groups-table tr[data-group="billing"] [data-field=lag]').textContent.replace(/,/g, '') === '%d'`, lag),
+		tb.waitFor(20*time.Second, fmt.Sprintf(`document.querySelector('#groups-table tr[data-group="billing"] [data-field=lag]').textContent.replace(/,/g, '') === '%d'`, lag),
 			fmt.Sprintf("billing's lag %d", lag))
 		if got := cellNum(t, tb, `#groups-table tr[data-group="billing"]`, "members"); got != int64(len(d.Members)) {
 			t.Errorf("billing: %d members on the page, %d in the API", got, len(d.Members))
@@ -291,7 +291,7 @@ func TestDashboard(t *testing.T) {
 		tb.screenshot("groups")
 
 		tb.route("#/groups/billing")
-		tb.waitFor(10*time.Second, fmt.Sprintf(`document.querySelectorAll('#group-partitions tr[data-partition]').length === %d`, len(d.Partitions)), "the group's partitions")
+		tb.waitFor(20*time.Second, fmt.Sprintf(`document.querySelectorAll('#group-partitions tr[data-partition]').length === %d`, len(d.Partitions)), "the group's partitions")
 		time.Sleep(min(chartWait, 10*time.Second)) // a few lag samples for the chart
 		d = a.group("billing")
 		for _, p := range d.Partitions {
@@ -319,11 +319,11 @@ func TestDashboard(t *testing.T) {
 			{"messages-phone", "#/messages?topic=orders&partition=0", `document.querySelector('#msg-topic').value === 'orders'`},
 		} {
 			tb := b.open(t, c.URL+"/ui/"+pg.hash, 390, 844)
-			tb.waitFor(10*time.Second, pg.ready, pg.name+" loaded")
+			tb.waitFor(20*time.Second, pg.ready, pg.name+" loaded")
 			if pg.name == "messages-phone" {
 				tb.set("msg-from", "earliest")
-				tb.do(10*time.Second, chromedp.Click(chromedp.ID("msg-load")))
-				tb.waitFor(10*time.Second, `document.querySelectorAll('#records .rec[data-offset]').length > 0`, "records on a phone")
+				tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-load")))
+				tb.waitFor(20*time.Second, `document.querySelectorAll('#records .rec[data-offset]').length > 0`, "records on a phone")
 			}
 			// Wide tables scroll inside their panels; the page itself must not.
 			if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 390 {
