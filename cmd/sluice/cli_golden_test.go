@@ -161,7 +161,7 @@ func TestCLIGolden(t *testing.T) {
 				t.Fatalf("%v (run with -update to write it)", err)
 			}
 			if got != string(want) {
-				t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", tc.name, path, got, want)
+				t.Errorf("%s differs from %s (when the change is meant, rewrite the files with go test ./cmd/sluice -run TestCLIGolden -update and review the diff):\n--- got\n%s\n--- want\n%s", tc.name, path, got, want)
 			}
 		})
 	}
