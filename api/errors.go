@@ -70,6 +70,11 @@ const (
 	CodeNoOffset            Code = "NO_OFFSET_FOR_PARTITION"
 	CodeGroupMaxSize        Code = "GROUP_MAX_SIZE_REACHED"
 	CodePolicyViolation     Code = "POLICY_VIOLATION"
+
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	CodeNotAuthorized   Code = "NOT_AUTHORIZED"
+	CodeUnknownToken    Code = "UNKNOWN_TOKEN"
+	CodeUnknownACL      Code = "UNKNOWN_ACL"
 )
 
 var table = map[Code]Spec{
@@ -122,6 +127,11 @@ var table = map[Code]Spec{
 	CodeNoOffset:            {409, false, "no committed offset for the partition and auto_offset_reset is none"},
 	CodeGroupMaxSize:        {409, false, "the group has as many members as it may hold"},
 	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
+
+	CodeUnauthenticated: {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
+	CodeNotAuthorized:   {403, false, "the principal may not perform this operation on this resource"},
+	CodeUnknownToken:    {404, false, "no token with this id"},
+	CodeUnknownACL:      {404, false, "no ACL matches the one given"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

@@ -1,0 +1,321 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/coord"
+)
+
+// Znodes of the store. Both kinds of node are written once and never
+// changed, only deleted, so a copy is good until its parent's child watch
+// says it is gone.
+const (
+	TokensPath = "/auth/tokens" // children: token id → TokenRecord (JSON)
+	ACLsPath   = "/auth/acls"   // children: ACL.Key() → ACL (JSON)
+)
+
+// Errors of the store.
+var (
+	// ErrUnauthenticated: the token is malformed, unknown, revoked or expired.
+	ErrUnauthenticated = errors.New("auth: invalid token")
+	// ErrUnknownToken: DeleteToken named no token.
+	ErrUnknownToken = errors.New("auth: no such token")
+)
+
+// maxLookups bounds concurrent coordinator reads for tokens missing from the
+// copy (one created through another gateway a moment ago); past it, an
+// unknown token is refused at once, so a client sending random ids cannot
+// turn requests into coordinator load.
+const maxLookups = 4
+
+// Store keeps tokens and ACLs in the coordinator and a watched copy in
+// memory that authentication and authorization read without locks.
+//
+// Goroutines: one watch loop (Start → Close) re-lists both parents whenever
+// one of their child watches fires and publishes a new snapshot.
+type Store struct {
+	c   coord.Coordinator
+	log *slog.Logger
+
+	snap    atomic.Pointer[snapshot]
+	loaded  chan struct{}
+	lookups chan struct{} // semaphore, cap maxLookups
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type snapshot struct {
+	tokens map[string]TokenRecord
+	acls   *ACLSet
+	keys   map[string]ACL // by Key
+}
+
+// NewStore returns a store over c; Start begins watching.
+func NewStore(c coord.Coordinator, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{c: c, log: log, loaded: make(chan struct{}), lookups: make(chan struct{}, maxLookups)}
+	s.snap.Store(&snapshot{tokens: map[string]TokenRecord{}, acls: NewACLSet(nil), keys: map[string]ACL{}})
+	return s
+}
+
+// Start creates the parent znodes if needed and starts the watch loop.
+func (s *Store) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go s.loop(ctx)
+}
+
+// Close stops the watch loop and waits for it.
+func (s *Store) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+// Loaded is closed once the first snapshot is in.
+func (s *Store) Loaded() <-chan struct{} { return s.loaded }
+
+func (s *Store) loop(ctx context.Context) {
+	defer s.wg.Done()
+	first := true
+	for ctx.Err() == nil {
+		tw, aw, err := s.reload(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("reading tokens and ACLs failed; retrying", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		if first {
+			close(s.loaded)
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+		case <-tw:
+		case <-aw:
+		}
+	}
+}
+
+// reload lists both parents with watches and builds a snapshot, reading only
+// the children the previous one lacks.
+func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err error) {
+	for _, p := range []string{TokensPath, ACLsPath} {
+		if err := coord.EnsurePath(ctx, s.c, p); err != nil {
+			return nil, nil, err
+		}
+	}
+	old := s.snap.Load()
+	ids, _, tw, err := s.c.ChildrenW(ctx, TokensPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, _, aw, err := s.c.ChildrenW(ctx, ACLsPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	next := &snapshot{tokens: make(map[string]TokenRecord, len(ids)), keys: make(map[string]ACL, len(keys))}
+	for _, id := range ids {
+		if rec, ok := old.tokens[id]; ok {
+			next.tokens[id] = rec
+			continue
+		}
+		var rec TokenRecord
+		if ok, err := s.read(ctx, TokensPath+"/"+id, &rec); err != nil {
+			return nil, nil, err
+		} else if ok {
+			next.tokens[id] = rec
+		}
+	}
+	for _, k := range keys {
+		if a, ok := old.keys[k]; ok {
+			next.keys[k] = a
+			continue
+		}
+		var a ACL
+		if ok, err := s.read(ctx, ACLsPath+"/"+k, &a); err != nil {
+			return nil, nil, err
+		} else if ok {
+			if err := a.Validate(); err != nil {
+				s.log.Warn("ignoring an invalid ACL in the store", "key", k, "err", err)
+				continue
+			}
+			next.keys[k] = a
+		}
+	}
+	list := make([]ACL, 0, len(next.keys))
+	for _, a := range next.keys {
+		list = append(list, a)
+	}
+	sortACLs(list)
+	next.acls = NewACLSet(list)
+	s.snap.Store(next)
+	return tw, aw, nil
+}
+
+// read decodes a node; ok is false when it is gone or unreadable.
+func (s *Store) read(ctx context.Context, p string, v any) (bool, error) {
+	data, _, err := s.c.Get(ctx, p)
+	if errors.Is(err, coord.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		s.log.Warn("ignoring an unreadable auth record", "path", p, "err", err)
+		return false, nil
+	}
+	return true, nil
+}
+
+// Authenticate returns the principal of a token, or ErrUnauthenticated. A
+// token missing from the copy is looked up in the coordinator (it may have
+// been created through another gateway a moment ago), at most maxLookups at
+// a time.
+func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (string, error) {
+	id, secret, err := ParseToken(token)
+	if err != nil {
+		return "", ErrUnauthenticated
+	}
+	rec, ok := s.snap.Load().tokens[id]
+	if !ok {
+		select {
+		case s.lookups <- struct{}{}:
+		default:
+			return "", ErrUnauthenticated
+		}
+		found, err := s.read(ctx, TokensPath+"/"+id, &rec)
+		<-s.lookups
+		if err != nil || !found {
+			return "", ErrUnauthenticated
+		}
+	}
+	if !rec.Matches(secret) || rec.Expired(now) {
+		return "", ErrUnauthenticated
+	}
+	return rec.Principal, nil
+}
+
+// ACLs is the current ACL set.
+func (s *Store) ACLs() *ACLSet { return s.snap.Load().acls }
+
+// Tokens lists the stored tokens (records only, never secrets), by creation.
+func (s *Store) Tokens() []TokenRecord {
+	snap := s.snap.Load()
+	out := make([]TokenRecord, 0, len(snap.tokens))
+	for _, r := range snap.tokens {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedAt != out[j].CreatedAt {
+			return out[i].CreatedAt < out[j].CreatedAt
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// CreateToken makes and stores a token; the string is returned once.
+func (s *Store) CreateToken(ctx context.Context, principal string, ttl time.Duration, now time.Time) (string, TokenRecord, error) {
+	tok, rec, err := NewToken(principal, ttl, now)
+	if err != nil {
+		return "", TokenRecord{}, err
+	}
+	data, _ := json.Marshal(rec)
+	if err := coord.EnsurePath(ctx, s.c, TokensPath); err != nil {
+		return "", TokenRecord{}, err
+	}
+	if _, err := s.c.Create(ctx, TokensPath+"/"+rec.ID, data, 0); err != nil {
+		return "", TokenRecord{}, fmt.Errorf("auth: storing token: %w", err)
+	}
+	return tok, rec, nil
+}
+
+// DeleteToken revokes a token by id; every gateway drops it when its watch
+// fires.
+func (s *Store) DeleteToken(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrUnknownToken
+	}
+	err := s.c.Delete(ctx, TokensPath+"/"+id, coord.AnyVersion)
+	if errors.Is(err, coord.ErrNoNode) {
+		return ErrUnknownToken
+	}
+	return err
+}
+
+// CreateACL stores a validated ACL; storing an equal one again is a no-op.
+func (s *Store) CreateACL(ctx context.Context, a ACL) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(a)
+	if err := coord.EnsurePath(ctx, s.c, ACLsPath); err != nil {
+		return err
+	}
+	_, err := s.c.Create(ctx, ACLsPath+"/"+a.Key(), data, 0)
+	if errors.Is(err, coord.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+// DeleteACLs removes the ACLs the filter matches (in the current copy) and
+// returns them.
+func (s *Store) DeleteACLs(ctx context.Context, f Filter) ([]ACL, error) {
+	var gone []ACL
+	for _, a := range s.ListACLs(f) {
+		err := s.c.Delete(ctx, ACLsPath+"/"+a.Key(), coord.AnyVersion)
+		if err != nil && !errors.Is(err, coord.ErrNoNode) {
+			return gone, err
+		}
+		gone = append(gone, a)
+	}
+	return gone, nil
+}
+
+// ListACLs returns the ACLs the filter matches, in a stable order.
+func (s *Store) ListACLs(f Filter) []ACL {
+	var out []ACL
+	for _, a := range s.snap.Load().acls.All() {
+		if f.Matches(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func sortACLs(list []ACL) {
+	slices.SortFunc(list, func(a, b ACL) int {
+		for _, c := range [][2]string{{a.Principal, b.Principal}, {string(a.ResourceType), string(b.ResourceType)},
+			{a.ResourceName, b.ResourceName}, {string(a.PatternType), string(b.PatternType)},
+			{string(a.Operation), string(b.Operation)}, {string(a.Permission), string(b.Permission)}} {
+			if c[0] != c[1] {
+				if c[0] < c[1] {
+					return -1
+				}
+				return 1
+			}
+		}
+		return 0
+	})
+}
