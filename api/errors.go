@@ -74,7 +74,6 @@ const (
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
 	CodeNotAuthorized   Code = "NOT_AUTHORIZED"
 	CodeUnknownToken    Code = "UNKNOWN_TOKEN"
-	CodeUnknownACL      Code = "UNKNOWN_ACL"
 )
 
 var table = map[Code]Spec{
@@ -131,7 +130,6 @@ var table = map[Code]Spec{
 	CodeUnauthenticated: {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
 	CodeNotAuthorized:   {403, false, "the principal may not perform this operation on this resource"},
 	CodeUnknownToken:    {404, false, "no token with this id"},
-	CodeUnknownACL:      {404, false, "no ACL matches the one given"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

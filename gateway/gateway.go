@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
@@ -47,6 +48,9 @@ type Options struct {
 	// when a gateway creates it, on the first group request
 	// (offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int
+	// Auth configures tokens and ACLs; the zero value lets everyone do
+	// everything (the embedded default).
+	Auth AuthOptions
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -66,6 +70,8 @@ type Gateway struct {
 	mem       *memBudget // produce memory (gateway.produce.memory.bytes)
 	acks0     sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
 	wsConns   *wsConns   // open WebSockets: limits, pings, shutdown
+	auth      AuthOptions
+	authStore *auth.Store // tokens and ACLs, watched
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -97,6 +103,10 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	authOpts, err := opts.Auth.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if opts.OffsetsTopicPartitions == 0 {
 		opts.OffsetsTopicPartitions = 50
 	}
@@ -114,6 +124,8 @@ func New(opts Options) (*Gateway, error) {
 		g.ln = ln
 	}
 	g.view = cluster.NewView(opts.Coord, g.log)
+	g.auth = authOpts
+	g.authStore = auth.NewStore(opts.Coord, g.log)
 	g.brokers = brokerapi.NewClient()
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.srv = &http.Server{
@@ -136,6 +148,7 @@ func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 // Start begins watching metadata and serving.
 func (g *Gateway) Start() {
 	g.view.Start()
+	g.authStore.Start()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -169,6 +182,7 @@ func (g *Gateway) Close() error {
 	}
 	g.cancel()
 	g.wg.Wait()
+	g.authStore.Close()
 	g.view.Close()
 	g.brokers.Close()
 	return err
@@ -178,7 +192,7 @@ func (g *Gateway) Close() error {
 // checks it.
 func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(recoverer(g.log))
+	r.Use(recoverer(g.log), g.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -189,28 +203,41 @@ func (g *Gateway) Routes() http.Handler {
 	r.Get("/readyz", g.handleReadyz)
 	r.Get("/openapi.yaml", g.handleOpenAPI)
 	r.Method(http.MethodGet, "/metrics", g.metrics.handler())
-	r.Get("/v1/cluster", g.handleCluster)
-	r.Get("/v1/topics", g.handleListTopics)
-	r.Post("/v1/topics", g.handleCreateTopic)
-	r.Get("/v1/topics/{topic}", g.handleGetTopic)
-	r.Delete("/v1/topics/{topic}", g.handleDeleteTopic)
-	r.Patch("/v1/topics/{topic}/configs", g.handleAlterTopicConfig)
-	r.Post("/v1/topics/{topic}/records", g.handleProduce)
-	r.Post("/v1/producers", g.handleInitProducer)
-	r.Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)
-	r.Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
-	r.Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)
-	r.Get("/v1/topics/{topic}/partitions/{partition}/ws", g.handleWebSocket)
-	r.Get("/v1/groups", g.handleListGroups)
-	r.Get("/v1/groups/{group}", g.handleDescribeGroup)
-	r.Delete("/v1/groups/{group}", g.handleDeleteGroup)
-	r.Post("/v1/groups/{group}/members", g.handleJoinGroup)
-	r.Get("/v1/groups/{group}/members/{member}/records", g.handleGroupPoll)
-	r.Post("/v1/groups/{group}/members/{member}/heartbeat", g.handleHeartbeat)
-	r.Delete("/v1/groups/{group}/members/{member}", g.handleLeaveGroup)
-	r.Post("/v1/groups/{group}/offsets", g.handleCommit)
-	r.Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
-	r.Get("/v1/groups/{group}/ws", g.handleGroupWebSocket)
+	// Each /v1/ route maps to one authorization check (DESIGN.md, "Who may
+	// do what"); routes whose resource is in the body check in the handler.
+	var (
+		topic   = func(op auth.Operation) func(http.Handler) http.Handler { return g.check(op, auth.ResourceTopic) }
+		group   = func(op auth.Operation) func(http.Handler) http.Handler { return g.check(op, auth.ResourceGroup) }
+		cluster = func(op auth.Operation) func(http.Handler) http.Handler { return g.check(op, auth.ResourceCluster) }
+	)
+	r.With(cluster(auth.OpDescribe)).Get("/v1/cluster", g.handleCluster)
+	r.Get("/v1/topics", g.handleListTopics)   // lists what the caller may DESCRIBE
+	r.Post("/v1/topics", g.handleCreateTopic) // CREATE on the topic named in the body, or on the cluster
+	r.With(topic(auth.OpDescribe)).Get("/v1/topics/{topic}", g.handleGetTopic)
+	r.With(topic(auth.OpDelete)).Delete("/v1/topics/{topic}", g.handleDeleteTopic)
+	r.With(topic(auth.OpAlterConfigs)).Patch("/v1/topics/{topic}/configs", g.handleAlterTopicConfig)
+	r.With(topic(auth.OpWrite)).Post("/v1/topics/{topic}/records", g.handleProduce)
+	r.With(cluster(auth.OpWrite)).Post("/v1/producers", g.handleInitProducer)
+	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)
+	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
+	r.With(topic(auth.OpDescribe)).Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)
+	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/ws", g.handleWebSocket)
+	r.Get("/v1/groups", g.handleListGroups) // lists what the caller may DESCRIBE
+	r.With(group(auth.OpDescribe)).Get("/v1/groups/{group}", g.handleDescribeGroup)
+	r.With(group(auth.OpDelete)).Delete("/v1/groups/{group}", g.handleDeleteGroup)
+	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/members", g.handleJoinGroup) // and READ on each topic (join)
+	r.With(group(auth.OpRead)).Get("/v1/groups/{group}/members/{member}/records", g.handleGroupPoll)
+	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/members/{member}/heartbeat", g.handleHeartbeat)
+	r.With(group(auth.OpRead)).Delete("/v1/groups/{group}/members/{member}", g.handleLeaveGroup)
+	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/offsets", g.handleCommit)
+	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
+	r.With(group(auth.OpRead)).Get("/v1/groups/{group}/ws", g.handleGroupWebSocket) // and READ on each topic (join)
+	r.With(cluster(auth.OpAlter)).Post("/v1/tokens", g.handleCreateToken)
+	r.With(cluster(auth.OpAlter)).Get("/v1/tokens", g.handleListTokens)
+	r.With(cluster(auth.OpAlter)).Delete("/v1/tokens/{id}", g.handleDeleteToken)
+	r.With(cluster(auth.OpAlter)).Post("/v1/acls", g.handleCreateACL)
+	r.With(cluster(auth.OpAlter)).Get("/v1/acls", g.handleListACLs)
+	r.With(cluster(auth.OpAlter)).Delete("/v1/acls", g.handleDeleteACLs)
 	// The browser dashboard: static files under /ui/ (package web), which
 	// use only the routes above.
 	r.Get("/", redirectTo(web.Prefix))

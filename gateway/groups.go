@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
@@ -145,6 +146,11 @@ func (g *Gateway) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) join(ctx context.Context, group string, req api.JoinGroupRequest, kind string) (api.JoinGroupResponse, error) {
+	for _, t := range req.Topics {
+		if err := g.authorize(ctx, auth.OpRead, auth.ResourceTopic, t); err != nil {
+			return api.JoinGroupResponse{}, err
+		}
+	}
 	return onCoordinator(g, ctx, group, false, func(addr string) (api.JoinGroupResponse, error) {
 		return g.brokers.JoinGroup(ctx, addr, group, brokerapi.GroupJoin{JoinGroupRequest: req, Kind: kind})
 	})
@@ -297,6 +303,9 @@ func (g *Gateway) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	res := api.GroupList{Groups: make([]api.GroupSummary, 0, len(seen))}
 	for _, s := range seen {
+		if !g.allowed(r.Context(), auth.OpDescribe, auth.ResourceGroup, s.Group) {
+			continue
+		}
 		res.Groups = append(res.Groups, s)
 	}
 	sort.Slice(res.Groups, func(i, j int) bool { return res.Groups[i].Group < res.Groups[j].Group })

@@ -40,6 +40,7 @@ type openAPIDoc struct {
 }
 
 type operationDoc struct {
+	ACL        string                 `yaml:"x-acl"`
 	Parameters []parameterDoc         `yaml:"parameters"`
 	Responses  map[string]responseDoc `yaml:"responses"`
 }
@@ -244,6 +245,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if msg.Len() > 0 {
 		t.Fatalf("openapi.yaml and Gateway.Routes disagree (%d routes, %d documented operations):%s", len(routes), len(ops), msg.String())
 	}
+	// Every /v1/ operation states the authorization it needs.
+	for name, op := range ops {
+		if strings.Contains(name, " /v1/") && op.ACL == "" {
+			t.Errorf("openapi.yaml: %s has no x-acl", name)
+		}
+	}
 }
 
 func TestOpenAPIErrorCodes(t *testing.T) {
@@ -417,6 +424,11 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.GroupDescription{}, "GroupDescription", true, nil},
 		{api.GroupSummary{}, "GroupSummary", true, nil},
 		{api.GroupList{}, "GroupList", true, nil},
+		{api.CreateTokenRequest{}, "CreateTokenRequest", false, nil},
+		{api.Token{}, "Token", true, nil},
+		{api.TokenList{}, "TokenList", true, nil},
+		{api.ACL{}, "ACL", false, nil},
+		{api.ACLList{}, "ACLList", true, nil},
 		// The frames of a WebSocket group member.
 		{wsRecordsFrame{}, "GroupRecordsFrame", true, nil},
 		{wsAssignmentFrame{}, "HeartbeatResponse", true, nil},

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 )
@@ -55,6 +56,12 @@ func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	if err := api.ValidateTopicName(req.Name); err != nil {
 		api.WriteError(w, err)
 		return
+	}
+	if !g.allowed(r.Context(), auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
+		if err := g.authorize(r.Context(), auth.OpCreate, auth.ResourceTopic, req.Name); err != nil {
+			api.WriteError(w, err)
+			return
+		}
 	}
 	if req.Partitions == 0 {
 		req.Partitions = 1
@@ -194,6 +201,9 @@ func (g *Gateway) handleListTopics(w http.ResponseWriter, r *http.Request) {
 	md := g.view.Current()
 	res := api.TopicList{Topics: []api.Topic{}}
 	for _, name := range md.TopicNames() {
+		if !g.allowed(r.Context(), auth.OpDescribe, auth.ResourceTopic, name) {
+			continue
+		}
 		res.Topics = append(res.Topics, g.describe(r.Context(), md, md.Topics[name]))
 	}
 	writeJSON(w, http.StatusOK, res)

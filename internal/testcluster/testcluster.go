@@ -5,6 +5,7 @@ package testcluster
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -55,6 +56,11 @@ type Options struct {
 	// WrapCoord, when set, wraps each broker's coordinator session (fault
 	// injection: a session whose events the test drives). Default none.
 	WrapCoord func(brokerID int, c coord.Coordinator) coord.Coordinator
+	// GatewayAuth goes to the gateway (zero: no authentication).
+	GatewayAuth gateway.AuthOptions
+	// LogTo, when set, receives the cluster's log lines too (tests that
+	// check what is logged).
+	LogTo io.Writer
 }
 
 // Start starts a cluster and stops it when the test ends.
@@ -66,7 +72,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
-	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var logw io.Writer = tWriter{t}
+	if opts.LogTo != nil {
+		logw = io.MultiWriter(logw, opts.LogTo)
+	}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(opts.DataDir, "coord.json")})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +87,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Brokers; i++ {
 		c.StartBroker(i)
 	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4})
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4,
+		Auth: opts.GatewayAuth})
 	if err != nil {
 		t.Fatal(err)
 	}
