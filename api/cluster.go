@@ -42,4 +42,7 @@ type PartitionState struct {
 // ProducerRecord is the data of a producer id's node: its current epoch.
 type ProducerRecord struct {
 	Epoch int16 `json:"epoch"`
+	// Principal is who was issued the id, where authentication is on: only
+	// it (or a principal with WRITE on the cluster) may bump the epoch.
+	Principal string `json:"principal,omitempty"`
 }

@@ -136,6 +136,12 @@ func WithUserAgent(ua string) Option {
 	return func(c *Client) { c.userAgent = ua }
 }
 
+// WithToken sends token (slc_<id>_<secret>) as a bearer token with every
+// request and WebSocket handshake, for gateways that require authentication.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token = token }
+}
+
 // Client calls one Sluice gateway (or a load balancer in front of several).
 // It is safe for concurrent use; its methods never change it.
 type Client struct {
@@ -143,6 +149,7 @@ type Client struct {
 	hc        *http.Client
 	ownHC     bool // hc was made by New, so Close may drop its idle connections
 	userAgent string
+	token     string // bearer token; "" sends none
 	timeout   time.Duration
 	retry     RetryPolicy
 }
@@ -309,6 +316,9 @@ func (c *Client) once(ctx context.Context, req *request) (*response, error) {
 		hreq.Header.Set("Content-Type", req.ctype)
 	}
 	hreq.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	// Whether the request left this process decides whether a call that
 	// changes something may be sent again after the connection failed.
 	// The transport reports it from its writer goroutine.

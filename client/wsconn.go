@@ -66,10 +66,11 @@ func (c *Client) dialWS(ctx context.Context, path string, q url.Values, readLimi
 	// ctx ending before the handshake completes cancels.
 	lctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	conn, resp, err := websocket.Dial(lctx, u, &websocket.DialOptions{
-		HTTPClient: c.hc,
-		HTTPHeader: http.Header{"User-Agent": {c.userAgent}},
-	})
+	hdr := http.Header{"User-Agent": {c.userAgent}}
+	if c.token != "" {
+		hdr.Set("Authorization", "Bearer "+c.token)
+	}
+	conn, resp, err := websocket.Dial(lctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: hdr})
 	if !stop() && err == nil {
 		conn.CloseNow()
 		err = context.Cause(ctx)

@@ -124,6 +124,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	})
 
 	produce := map[string]any{"records": []map[string]any{{"value": "v"}}}
+	var adminProducer api.ProducerIdentity
+	mustOK(admin, "POST", "/v1/producers", map[string]any{}, &adminProducer)
 	type row struct {
 		name   string
 		method string
@@ -156,7 +158,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"join needs group READ", "POST", "/v1/groups/g-other/members", api.JoinGroupRequest{Topics: []string{"logs.app"}}, with(map[string]int{"admin": 201})},
 		{"tokens need cluster ALTER", "POST", "/v1/tokens", api.CreateTokenRequest{Principal: "User:mallory"}, with(map[string]int{"admin": 201})},
 		{"ACLs need cluster ALTER", "GET", "/v1/acls", nil, with(map[string]int{"admin": 200})},
-		{"producer ids need cluster WRITE", "POST", "/v1/producers", map[string]any{}, with(map[string]int{"admin": 201})},
+		{"producer ids need WRITE somewhere", "POST", "/v1/producers", map[string]any{}, with(map[string]int{"admin": 201, "alice": 201})},
+		{"another principal's producer id is not bumped", "POST", "/v1/producers", map[string]any{"producer_id": adminProducer.ProducerID}, with(map[string]int{"admin": 201})},
 		{"cluster needs DESCRIBE", "GET", "/v1/cluster", nil, with(map[string]int{"admin": 200})},
 		{"health is open", "GET", "/healthz", nil, map[string]int{"anonymous": 200, "admin": 200, "alice": 200, "carol": 200, "revoked": 200, "expired": 200, "garbage": 200}},
 	}

@@ -217,7 +217,8 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(topic(auth.OpDelete)).Delete("/v1/topics/{topic}", g.handleDeleteTopic)
 	r.With(topic(auth.OpAlterConfigs)).Patch("/v1/topics/{topic}/configs", g.handleAlterTopicConfig)
 	r.With(topic(auth.OpWrite)).Post("/v1/topics/{topic}/records", g.handleProduce)
-	r.With(cluster(auth.OpWrite)).Post("/v1/producers", g.handleInitProducer)
+	r.Post("/v1/producers", g.handleInitProducer) // WRITE on the cluster or on any topic; a bump, by the id's owner
+
 	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/records", g.handleFetchRecords)
 	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
 	r.With(topic(auth.OpDescribe)).Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
 )
@@ -44,6 +45,10 @@ func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	if !g.mayProduce(r.Context()) {
+		api.WriteError(w, api.Errorf(api.CodeNotAuthorized, "%s may write to no topic", auth.PrincipalFrom(r.Context())))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	var (
@@ -62,11 +67,29 @@ func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, id)
 }
 
+// mayProduce is the check of POST /v1/producers (Kafka's IDEMPOTENT_WRITE
+// rule): WRITE on the cluster, or on at least one existing topic.
+func (g *Gateway) mayProduce(ctx context.Context) bool {
+	if g.allowed(ctx, auth.OpWrite, auth.ResourceCluster, auth.ClusterName) {
+		return true
+	}
+	for name := range g.view.Current().Topics {
+		if g.allowed(ctx, auth.OpWrite, auth.ResourceTopic, name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *Gateway) newProducer(ctx context.Context) (api.ProducerIdentity, error) {
 	if err := coord.EnsurePath(ctx, g.opts.Coord, cluster.ProducersPath); err != nil {
 		return api.ProducerIdentity{}, err
 	}
-	data, _ := json.Marshal(api.ProducerRecord{Epoch: 0})
+	rec := api.ProducerRecord{Epoch: 0}
+	if g.auth.Required {
+		rec.Principal = auth.PrincipalFrom(ctx)
+	}
+	data, _ := json.Marshal(rec)
 	for {
 		path, err := g.opts.Coord.Create(ctx, cluster.ProducersPath+"/p-", data, coord.Sequential)
 		if err != nil {
@@ -94,6 +117,9 @@ func (g *Gateway) bumpProducer(ctx context.Context, id int64) (api.ProducerIdent
 		var rec api.ProducerRecord
 		if err := json.Unmarshal(data, &rec); err != nil {
 			return api.ProducerIdentity{}, api.Errorf(api.CodeInternal, "producer %d: unreadable record", id)
+		}
+		if p := auth.PrincipalFrom(ctx); g.auth.Required && rec.Principal != p && !g.allowed(ctx, auth.OpWrite, auth.ResourceCluster, auth.ClusterName) {
+			return api.ProducerIdentity{}, api.Errorf(api.CodeNotAuthorized, "producer id %d was issued to another principal; %s may not bump its epoch", id, p)
 		}
 		if rec.Epoch == 1<<15-1 {
 			return api.ProducerIdentity{}, api.Errorf(api.CodeInvalidRequest, "producer %d has used every epoch; ask for a new id", id)

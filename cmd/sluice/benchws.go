@@ -169,7 +169,7 @@ func startWSBenchCluster(n int) (string, func(), error) {
 	}
 	gw.Start()
 	url := "http://" + gw.Addr()
-	if err := waitBrokers(ctx, url, 1); err != nil {
+	if err := waitBrokers(ctx, url, 1, ""); err != nil {
 		return "", nil, err
 	}
 	return url, func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 
 	"github.com/sluice-io/sluice/client"
 )
@@ -18,9 +19,10 @@ func runConsume(ctx context.Context, args []string) error { return consumeCmd(ct
 func runGroups(ctx context.Context, args []string) error  { return groupsCmd(ctx, stdIO(), args) }
 
 // newClient is a client of the gateway at base; the caller closes it. A
-// URL it cannot use is a usage error (--url, SLUICE_URL).
+// URL it cannot use is a usage error (--url, SLUICE_URL). The environment
+// variable SLUICE_TOKEN, when set, is sent as the bearer token.
 func newClient(base string) (*client.Client, error) {
-	cl, err := client.New(base, client.WithUserAgent("sluice-cli/"+version))
+	cl, err := client.New(base, client.WithUserAgent("sluice-cli/"+version), client.WithToken(os.Getenv("SLUICE_TOKEN")))
 	if err != nil {
 		return nil, &usageError{msg: "--url: " + err.Error()}
 	}

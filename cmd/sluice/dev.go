@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/tier"
@@ -30,6 +31,7 @@ func runDev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	limits := addLimitFlags(fs, api.LimitScopeGateway, api.LimitScopeBroker)
+	authf := addAuthFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +43,10 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	log := newLogger(*logLevel)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
+		return err
+	}
+	authOpts, madeToken, err := authf.options(*data)
+	if err != nil {
 		return err
 	}
 	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(*data, "coord.json")})
@@ -96,6 +102,7 @@ func runDev(ctx context.Context, args []string) error {
 		Logger:  log,
 		// A small cluster on one machine: 8 partitions, not a cluster's 50.
 		OffsetsTopicPartitions: 8,
+		Auth:                   authOpts,
 	}
 	limits.applyGateway(&gwOpts)
 	gw, err := gateway.New(gwOpts)
@@ -106,8 +113,16 @@ func runDev(ctx context.Context, args []string) error {
 	defer gw.Close()
 
 	base := "http://" + gw.Addr()
-	if err := waitBrokers(ctx, base, *nBrokers); err != nil {
+	if err := waitBrokers(ctx, base, *nBrokers, authOpts.BootstrapToken); err != nil {
 		return err
+	}
+	if authOpts.Required {
+		fmt.Printf("Authentication is required: send Authorization: Bearer <token>.\n")
+		if madeToken != "" {
+			fmt.Printf("Bootstrap token (User:admin, a super user), kept in %s:\n  %s\n\n", filepath.Join(*data, "bootstrap-token"), madeToken)
+		}
+	} else {
+		fmt.Printf("Authentication is off: anyone who reaches %s may do everything (--auth required turns it on).\n", base)
 	}
 	fmt.Printf(`Sluice %s is up: gateway %s, %d broker(s), data in %s
 
@@ -127,11 +142,16 @@ Ctrl-C stops it.
 
 // waitBrokers polls the gateway until it sees n live brokers and a controller,
 // so that the first topic created gets its full replication factor.
-func waitBrokers(ctx context.Context, base string, n int) error {
+func waitBrokers(ctx context.Context, base string, n int, token string) error {
+	cl, err := client.New(base, client.WithToken(token), client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var ci api.ClusterInfo
-		if err := getJSON(base+"/v1/cluster", &ci); err == nil && ci.Controller >= 0 {
+		ci, err := cl.Cluster(ctx)
+		if err == nil && ci.Controller >= 0 {
 			alive := 0
 			for _, b := range ci.Brokers {
 				if b.Alive {

@@ -159,7 +159,12 @@ func runGateway(ctx context.Context, args []string) error {
 	gwLimits := addLimitFlags(fs, api.LimitScopeGateway)
 	offsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when this gateway creates it (env SLUICE_OFFSETS_TOPIC_PARTITIONS)")
 	zk := addZKFlags(fs)
+	authf := addAuthFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	authOpts, _, err := authf.options("")
+	if err != nil {
 		return err
 	}
 	logger := newLogger(*logLevel).With("component", "gateway")
@@ -171,7 +176,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts}
 	gwLimits.applyGateway(&gwOpts)
 	gw, err := gateway.New(gwOpts)
 	if err != nil {

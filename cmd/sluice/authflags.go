@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/gateway"
+)
+
+// authFlags are the authentication flags of `sluice gateway` and `sluice dev`.
+type authFlags struct {
+	mode, superUsers, bootstrapFile *string
+}
+
+func addAuthFlags(fs *flag.FlagSet) *authFlags {
+	return &authFlags{
+		mode:          fs.String("auth", envOr("SLUICE_AUTH", "off"), "off (everyone may do everything) or required (tokens and ACLs) (env SLUICE_AUTH)"),
+		superUsers:    fs.String("super-users", envOr("SLUICE_SUPER_USERS", ""), "comma-separated principals that may do everything, e.g. User:admin (env SLUICE_SUPER_USERS)"),
+		bootstrapFile: fs.String("bootstrap-token-file", "", "file holding a token (slc_<id>_<secret>) that authenticates as User:admin, a super user; default: the environment variable SLUICE_BOOTSTRAP_TOKEN"),
+	}
+}
+
+// options turns the flags into the gateway's. With devDataDir set (sluice
+// dev) and auth required but no bootstrap token given, one is made and kept
+// in the data directory, so the developer has a way in; it is returned to be
+// printed.
+func (a *authFlags) options(devDataDir string) (opts gateway.AuthOptions, made string, err error) {
+	switch *a.mode {
+	case "off":
+	case "required":
+		opts.Required = true
+	default:
+		return opts, "", fmt.Errorf("--auth is off or required, not %q", *a.mode)
+	}
+	for _, p := range strings.Split(*a.superUsers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			opts.SuperUsers = append(opts.SuperUsers, p)
+		}
+	}
+	opts.BootstrapToken = os.Getenv("SLUICE_BOOTSTRAP_TOKEN")
+	if *a.bootstrapFile != "" {
+		b, err := os.ReadFile(*a.bootstrapFile)
+		if err != nil {
+			return opts, "", fmt.Errorf("--bootstrap-token-file: %w", err)
+		}
+		opts.BootstrapToken = strings.TrimSpace(string(b))
+	}
+	if opts.BootstrapToken == "" && opts.Required && devDataDir != "" {
+		path := filepath.Join(devDataDir, "bootstrap-token")
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			opts.BootstrapToken = strings.TrimSpace(string(b))
+		case errors.Is(err, os.ErrNotExist):
+			tok, _, err := auth.NewToken("User:admin", 0, time.Now())
+			if err != nil {
+				return opts, "", err
+			}
+			if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+				return opts, "", err
+			}
+			opts.BootstrapToken = tok
+		default:
+			return opts, "", err
+		}
+		made = opts.BootstrapToken
+	}
+	return opts, made, nil
+}
