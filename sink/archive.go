@@ -89,34 +89,60 @@ func ListArchive(ctx context.Context, objs Objects, prefix string, tp api.TopicP
 
 // archiveLine renders a record as one JSON line, as the gateway renders
 // fetched records: a UTF-8 key as key, other bytes as key_b64; a JSON value
-// inline as value, other bytes as value_b64; headers as an object.
+// inline (compacted) as value, other bytes as value_b64; headers as an
+// object. The bytes are those json.Marshal makes of the api.FetchedRecord
+// (archive_test.go checks it), written without reflection and with one
+// pass over the value.
 func archiveLine(r Record) ([]byte, error) {
-	fr := api.FetchedRecord{Offset: r.Offset, Timestamp: r.Timestamp, Headers: r.Headers}
+	return appendArchiveLine(nil, r)
+}
+
+// appendArchiveLine appends r's line to dst.
+func appendArchiveLine(dst []byte, r Record) ([]byte, error) {
+	dst = append(dst, `{"offset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"timestamp":`...)
+	dst = strconv.AppendInt(dst, r.Timestamp, 10)
 	if r.Key != nil {
-		s := string(r.Key)
-		if utf8.Valid(r.Key) {
-			fr.Key = &s
-		} else {
-			s = base64.StdEncoding.EncodeToString(r.Key)
-			fr.KeyB64 = &s
+		field, key := `,"key":`, string(r.Key)
+		if !utf8.Valid(r.Key) {
+			field, key = `,"key_b64":`, base64.StdEncoding.EncodeToString(r.Key)
 		}
+		b, err := json.Marshal(key)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(append(dst, field...), b...)
 	}
 	if r.Value != nil {
-		if json.Valid(r.Value) {
-			fr.Value = json.RawMessage(r.Value)
+		// json.Compact validates and compacts in one pass; what it refuses
+		// is not JSON and goes as base64. Marshal also escapes <, >, &,
+		// U+2028 and U+2029 in a raw value: so do we.
+		mark := len(dst)
+		dst = append(dst, `,"value":`...)
+		var buf bytes.Buffer
+		if len(r.Value) > 0 && json.Compact(&buf, r.Value) == nil {
+			if v := buf.Bytes(); bytes.ContainsAny(v, "<>&\u2028\u2029") {
+				var esc bytes.Buffer
+				json.HTMLEscape(&esc, v)
+				dst = append(dst, esc.Bytes()...)
+			} else {
+				dst = append(dst, v...)
+			}
 		} else {
-			s := base64.StdEncoding.EncodeToString(r.Value)
-			fr.ValueB64 = &s
+			dst = append(dst[:mark], `,"value_b64":"`...)
+			dst = base64.StdEncoding.AppendEncode(dst, r.Value)
+			dst = append(dst, '"')
 		}
 	}
-	if len(fr.Headers) == 0 {
-		fr.Headers = nil
+	if len(r.Headers) > 0 {
+		b, err := json.Marshal(r.Headers)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(append(dst, `,"headers":`...), b...)
 	}
-	b, err := json.Marshal(fr)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return append(dst, '}', '\n'), nil
 }
 
 // encodeObject gzips NDJSON lines. The output is a function of the lines
@@ -153,11 +179,11 @@ func EncodeArchiveObject(recs []Record) ([]byte, error) {
 func encodeRecords(recs []Record) ([]byte, int, error) {
 	var lines []byte
 	for _, r := range recs {
-		l, err := archiveLine(r)
+		l, err := appendArchiveLine(lines, r)
 		if err != nil {
 			return nil, 0, fmt.Errorf("offset %d: %w", r.Offset, err)
 		}
-		lines = append(lines, l...)
+		lines = l
 	}
 	data, err := encodeObject(lines)
 	return data, len(lines), err

@@ -301,14 +301,14 @@ func (s *S3Store) Write(ctx context.Context, tp api.TopicPartition, fence int64,
 		if end >= 0 && r.Offset < end {
 			continue
 		}
-		line, err := archiveLine(r)
+		lines, err := appendArchiveLine(p.lines, r)
 		if err != nil {
 			return p.durable(), fmt.Errorf("%w: offset %d: %v", ErrBadBatch, r.Offset, err)
 		}
 		if p.n == 0 {
 			p.first, p.since = r.Offset, time.Now()
 		}
-		p.lines = append(p.lines, line...)
+		p.lines = lines
 		p.last, p.n = r.Offset, p.n+1
 		end = r.Offset + 1
 		if p.n >= s.opts.MaxRecords || int64(len(p.lines)) >= s.opts.MaxBytes {
