@@ -86,6 +86,12 @@ type Options struct {
 	// (a panicking request is answered INTERNAL either way). Default false;
 	// tests set it so that a bug fails them.
 	CrashOnPanic bool
+	// ClusterSecret, when set, is shared by every broker and gateway of the
+	// cluster: this broker signs its calls with it and refuses internal
+	// requests not signed with it, and a replication fetch must come from
+	// the broker it names. Default none: the internal API is open to
+	// whoever reaches it.
+	ClusterSecret []byte
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -199,6 +205,9 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.view = cluster.NewView(opts.Coord, b.log)
 	b.peers = brokerapi.NewClient()
+	if len(opts.ClusterSecret) > 0 {
+		b.peers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.BrokerNode(opts.ID)}
+	}
 	if opts.Bucket != nil {
 		co := opts.ColdRead
 		if co.Logger == nil {

@@ -97,7 +97,10 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if replica > 0 {
 		// A follower's fetch offset is its log end: the leader's view of it.
-		err = p.onFollowerFetch(int32(replica), offset, epoch)
+		err = b.checkReplicaCaller(r.Context(), int32(replica))
+		if err == nil {
+			err = p.onFollowerFetch(int32(replica), offset, epoch)
+		}
 	} else {
 		err = p.checkLeader(epoch)
 	}

@@ -24,11 +24,12 @@ const (
 )
 
 // routes builds the internal API. No middleware wraps the ResponseWriter, so
-// fetch responses reach the TCP connection through sendfile; the one
-// middleware, recoverer, only defers a recover.
+// fetch responses reach the TCP connection through sendfile; the
+// middlewares only defer a recover (recoverer) and check the caller's
+// signature (nodeAuth).
 func (b *Broker) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(b.recoverer)
+	r.Use(b.recoverer, b.nodeAuth)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})

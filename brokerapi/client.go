@@ -27,6 +27,9 @@ type Client struct {
 	// write buffers, since these requests have small bodies, keep an idle
 	// long poll cheap.
 	Reads *http.Client
+	// Auth, when set, signs every request with the cluster secret (set it
+	// before the first call).
+	Auth *NodeAuth
 }
 
 // NewClient returns a client with transports tuned for many concurrent calls
@@ -79,6 +82,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	hc := c.Reads
 	if req.Method == http.MethodPost && req.Header.Get("Content-Type") == api.ContentTypeBatches {
 		hc = c.HTTP
+	}
+	if c.Auth != nil {
+		c.Auth.Sign(req, time.Now())
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

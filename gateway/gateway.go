@@ -48,6 +48,9 @@ type Options struct {
 	// when a gateway creates it, on the first group request
 	// (offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int
+	// ClusterSecret, when set, signs every call to a broker (the brokers'
+	// --cluster-secret). Default none.
+	ClusterSecret []byte
 	// Auth configures tokens and ACLs; the zero value lets everyone do
 	// everything (the embedded default).
 	Auth AuthOptions
@@ -127,6 +130,9 @@ func New(opts Options) (*Gateway, error) {
 	g.auth = authOpts
 	g.authStore = auth.NewStore(opts.Coord, g.log)
 	g.brokers = brokerapi.NewClient()
+	if len(opts.ClusterSecret) > 0 {
+		g.brokers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.NodeGateway}
+	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.srv = &http.Server{
 		Handler:           g.Routes(),

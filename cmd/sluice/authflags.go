@@ -73,3 +73,29 @@ func (a *authFlags) options(devDataDir string) (opts gateway.AuthOptions, made s
 	}
 	return opts, made, nil
 }
+
+// clusterSecretFlag is --cluster-secret-file of `sluice broker`, `sluice
+// gateway` and `sluice drain`; its value() reads it, or SLUICE_CLUSTER_SECRET.
+type clusterSecretFlag struct{ file *string }
+
+func addClusterSecretFlag(fs *flag.FlagSet) clusterSecretFlag {
+	return clusterSecretFlag{fs.String("cluster-secret-file", "", "file holding the secret every broker and gateway of the cluster shares (at least 16 bytes; trailing newline ignored); internal calls are signed with it and unsigned ones refused. Default: the environment variable SLUICE_CLUSTER_SECRET; neither: the internal API is open")}
+}
+
+func (f clusterSecretFlag) value() ([]byte, error) {
+	s := os.Getenv("SLUICE_CLUSTER_SECRET")
+	if *f.file != "" {
+		b, err := os.ReadFile(*f.file)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		s = strings.TrimRight(string(b), "\r\n")
+	}
+	if s != "" && len(s) < 16 {
+		return nil, errors.New("the cluster secret must be at least 16 bytes")
+	}
+	if s == "" {
+		return nil, nil
+	}
+	return []byte(s), nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,6 +50,15 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// With auth required, the nodes of the process share a fresh secret:
+	// the brokers' internal ports (on loopback) take only signed calls.
+	var secret []byte
+	if authOpts.Required {
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return err
+		}
+	}
 	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(*data, "coord.json")})
 	if err != nil {
 		return fmt.Errorf("coordinator state: %w", err)
@@ -80,6 +90,7 @@ func runDev(ctx context.Context, args []string) error {
 			Logger:  log,
 			Bucket:  bucket,
 
+			ClusterSecret:          secret,
 			CleanerInterval:        *cleanerInterval,
 			MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
 		})
@@ -103,6 +114,7 @@ func runDev(ctx context.Context, args []string) error {
 		// A small cluster on one machine: 8 partitions, not a cluster's 50.
 		OffsetsTopicPartitions: 8,
 		Auth:                   authOpts,
+		ClusterSecret:          secret,
 	}
 	limits.applyGateway(&gwOpts)
 	gw, err := gateway.New(gwOpts)

@@ -18,7 +18,12 @@ func runDrain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
 	addr := fs.String("broker", envOr("SLUICE_ADDR", "127.0.0.1:9001"), "the broker's internal API address host:port (env SLUICE_ADDR)")
 	timeout := fs.Duration("timeout", envDuration("SLUICE_DRAIN_TIMEOUT", 30*time.Second), "how long to wait for the leaderships to move (env SLUICE_DRAIN_TIMEOUT)")
+	secretf := addClusterSecretFlag(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret, err := secretf.value()
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -29,6 +34,9 @@ func runDrain(ctx context.Context, args []string) error {
 	}
 	c := brokerapi.NewClient()
 	defer c.Close()
+	if secret != nil {
+		c.Auth = &brokerapi.NodeAuth{Secret: secret, Node: brokerapi.NodeGateway}
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout+5*time.Second)
 	defer cancel()
 	r, err := c.Drain(ctx, *addr, *timeout)

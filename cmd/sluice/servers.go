@@ -93,10 +93,15 @@ func runBroker(ctx context.Context, args []string) error {
 	zk := addZKFlags(fs)
 	s3 := addS3Flags(fs)
 	limits := addLimitFlags(fs, api.LimitScopeBroker)
+	secretf := addClusterSecretFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := limits.err(); err != nil {
+		return err
+	}
+	secret, err := secretf.value()
+	if err != nil {
 		return err
 	}
 	if *id <= 0 {
@@ -121,7 +126,8 @@ func runBroker(ctx context.Context, args []string) error {
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
-		Bucket: bucket, // nil: local only
+		Bucket:        bucket, // nil: local only
+		ClusterSecret: secret,
 	})
 	if err != nil {
 		return err
@@ -160,10 +166,15 @@ func runGateway(ctx context.Context, args []string) error {
 	offsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when this gateway creates it (env SLUICE_OFFSETS_TOPIC_PARTITIONS)")
 	zk := addZKFlags(fs)
 	authf := addAuthFlags(fs)
+	secretf := addClusterSecretFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	authOpts, _, err := authf.options("")
+	if err != nil {
+		return err
+	}
+	secret, err := secretf.value()
 	if err != nil {
 		return err
 	}
@@ -176,7 +187,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret}
 	gwLimits.applyGateway(&gwOpts)
 	gw, err := gateway.New(gwOpts)
 	if err != nil {

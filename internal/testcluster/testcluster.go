@@ -56,6 +56,8 @@ type Options struct {
 	// WrapCoord, when set, wraps each broker's coordinator session (fault
 	// injection: a session whose events the test drives). Default none.
 	WrapCoord func(brokerID int, c coord.Coordinator) coord.Coordinator
+	// ClusterSecret goes to every broker and the gateway (nil: none).
+	ClusterSecret []byte
 	// GatewayAuth goes to the gateway (zero: no authentication).
 	GatewayAuth gateway.AuthOptions
 	// LogTo, when set, receives the cluster's log lines too (tests that
@@ -88,7 +90,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.StartBroker(i)
 	}
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4,
-		Auth: opts.GatewayAuth})
+		Auth: opts.GatewayAuth, ClusterSecret: opts.ClusterSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +117,7 @@ func (c *Cluster) StartBroker(id int) {
 		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
 		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
 		MaxPartitionsPerBroker: c.opts.MaxPartitionsPerBroker,
+		ClusterSecret:          c.opts.ClusterSecret,
 	})
 	if err != nil {
 		c.t.Fatal(err)
