@@ -412,8 +412,8 @@ func randomHex(t *testing.T, n int) string {
 // TestComposeStackLocally runs the compose stack's sluice services as local
 // processes and does what the README tells a user to do with it: create a
 // topic and produce through one gateway, read it back through the other
-// (partition fetches and a consumer group), see the Redis sink write it, and
-// stop the stack. It then checks that every metric the Grafana dashboard
+// (partition fetches and a consumer group), see the Redis sink write it, open
+// the dashboard, and stop the stack. It then checks that every metric the Grafana dashboard
 // queries is exported by the brokers and gateways, and that the Kubernetes
 // probes' paths answer on them.
 func TestComposeStackLocally(t *testing.T) {
@@ -576,6 +576,20 @@ func TestComposeStackLocally(t *testing.T) {
 		}
 		for _, m := range missing {
 			t.Errorf("the dashboard queries %s, which no broker or gateway exports", m)
+		}
+	})
+
+	t.Run("each gateway serves the dashboard", func(t *testing.T) {
+		for _, gw := range []string{gw1, gw2} {
+			resp, err := st.http.Get(gw + "/ui/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+				t.Errorf("GET %s/ui/: %s %s, %d bytes", gw, resp.Status, resp.Header.Get("Content-Type"), len(b))
+			}
 		}
 	})
 
