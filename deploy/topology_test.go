@@ -579,6 +579,21 @@ func TestComposeStackLocally(t *testing.T) {
 		}
 	})
 
+	t.Run("brokers refuse unsigned internal calls", func(t *testing.T) {
+		// The compose file gives brokers and gateways one cluster secret:
+		// everything above went through signed calls, and a caller without
+		// it is refused.
+		req, _ := http.NewRequest("GET", st.url("broker-1")+"/internal/v1/partitions/orders/0/fetch?offset=0", nil)
+		resp, err := st.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("an unsigned fetch from broker-1: %s, want 401", resp.Status)
+		}
+	})
+
 	t.Run("each gateway serves the dashboard", func(t *testing.T) {
 		for _, gw := range []string{gw1, gw2} {
 			resp, err := st.http.Get(gw + "/ui/")
