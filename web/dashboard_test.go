@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // TestDashboard drives the dashboard in one headless Chromium against an
@@ -31,7 +32,10 @@ import (
 // directory (go test -artifacts), and also in $SLUICE_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
 	b := newBrowser(t)
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, GroupLagInterval: time.Second})
+	// A bucket in memory is enough here: the page shows what the brokers
+	// report of tiered partitions; the S3 path is tested elsewhere.
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, GroupLagInterval: time.Second,
+		Bucket: tier.NewMemory(), TierInterval: 200 * time.Millisecond})
 	a := apiClient{t: t, base: c.URL}
 	seed(t, a)
 	// Records flow into clicks (and are read back) for the whole test, so
@@ -168,6 +172,24 @@ func TestDashboard(t *testing.T) {
 		}
 		time.Sleep(settle)
 		tb.screenshot("topic")
+
+		// A tiered topic: its partitions' remote end, local start and
+		// sizes on disk and in the object store, as the leaders report
+		// them once tiering has settled.
+		hist := settledTopic(t, a, "history")
+		tb.route("#/topics/history")
+		for _, p := range hist.Partitions {
+			row := fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, p.Partition)
+			q := func(f string) string { return jsString(row + ` [data-field=` + f + `]`) }
+			tb.waitFor(20*time.Second, fmt.Sprintf(`(() => { const c = f => document.querySelector(f);
+				return c(%s) && c(%s).textContent.replace(/,/g, '') === '%d' && c(%s).textContent.replace(/,/g, '') === '%d'
+					&& c(%s).textContent.replace(/,/g, '') === '%d'
+					&& c(%s).dataset.bytes === '%d' && c(%s).dataset.bytes === '%d'; })()`,
+				q("remote_end_offset"), q("remote_end_offset"), p.RemoteEndOffset, q("local_start_offset"), p.LocalStartOffset,
+				q("log_start_offset"), p.LogStartOffset, q("local_bytes"), p.LocalBytes, q("remote_bytes"), p.RemoteBytes),
+				fmt.Sprintf("history/%d as the API has it: %+v", p.Partition, p))
+		}
+		tb.screenshot("topic-tiered")
 	})
 
 	t.Run("messages", func(t *testing.T) {
@@ -354,6 +376,18 @@ func seed(t *testing.T, a apiClient) {
 		Value: json.RawMessage(`{"order":"A-1042","customer":{"id":"c-77","name":"Ada Lovelace","email":"ada@example.com","tier":"gold"},` +
 			`"lines":[{"sku":"BOOK-1","qty":1,"price":12.5},{"sku":"PEN-9","qty":3,"price":1.2}],"total":16.1,"paid":true}`)}})
 
+	// A tiered topic whose small segments go to the object store and
+	// leave the brokers' disks.
+	a.must(http.MethodPost, "/v1/topics", api.CreateTopicRequest{Name: "history", Partitions: 2, Configs: map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "4096", "local.retention.bytes": "8192"}}, nil)
+	for i := range 20 {
+		recs := make([]api.ProduceRecord, 20)
+		for k := range recs {
+			recs[k] = api.ProduceRecord{Value: json.RawMessage(fmt.Sprintf(`{"event":"archived","batch":%d,"n":%d,"pad":"%s"}`, i, k, strings.Repeat("x", 60)))}
+		}
+		a.produce("history", recs)
+	}
+
 	var j api.JoinGroupResponse
 	a.must(http.MethodPost, "/v1/groups/billing/members", api.JoinGroupRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300000}, &j)
 	var poll api.GroupPollResponse
@@ -399,6 +433,33 @@ func traffic(a apiClient, topic string, partitions int) (stop func()) {
 		}
 	}()
 	return func() { cancel(); wg.Wait() }
+}
+
+// settledTopic waits until some of the topic's segments are in the object
+// store and its positions and sizes hold still for a second, and returns it.
+func settledTopic(t *testing.T, a apiClient, name string) api.Topic {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	prev := a.topic(name)
+	for {
+		time.Sleep(time.Second)
+		cur := a.topic(name)
+		tiered := true
+		for _, p := range cur.Partitions {
+			if p.RemoteEndOffset <= 0 || p.RemoteBytes <= 0 || p.LocalStartOffset <= 0 {
+				tiered = false
+			}
+		}
+		same, _ := json.Marshal(cur)
+		before, _ := json.Marshal(prev)
+		if tiered && string(same) == string(before) {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not tiered and settled after 60 s: %s", name, same)
+		}
+		prev = cur
+	}
 }
 
 // records counts a topic's readable records as the pages do.

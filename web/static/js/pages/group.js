@@ -19,9 +19,8 @@ export default function group(params) {
     h('div', { class: 'page-head' }, h('h1', { id: 'group-name' }, name)),
     tiles,
     h('section', { class: 'panel' }, h('h2', null, 'Lag', h('span', { class: 'sub' }, 'records behind the high watermark, while this dashboard is open')), chartBox),
-    h('div', { class: 'grid two' },
-      h('section', { class: 'panel flush' }, h('h2', null, 'Members'), members),
-      h('section', { class: 'panel flush' }, h('h2', null, 'Partitions'), parts)));
+    h('section', { class: 'panel flush' }, h('h2', null, 'Members'), members),
+    h('section', { class: 'panel flush' }, h('h2', null, 'Partitions'), parts));
   if (!histories.has(name)) histories.set(name, []);
   const hist = histories.get(name);
   let chart = null;

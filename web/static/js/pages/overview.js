@@ -51,7 +51,7 @@ export default function overview() {
       tile('Fetch', lastRate ? fmt.short(lastRate.fetchRecs) : '—', 'rec/s',
         { id: 'tile-fetch', hint: lastRate ? fmt.byteRate(lastRate.fetchBytes) : 'measuring…' }),
       tile('Topics', fmt.num(info.topics), null, { id: 'tile-topics', hint: `${fmt.num(p.total)} partitions` }),
-      tile('Stored', localV, localU, { id: 'tile-stored', hint: `${fmt.bytes(sum('remote_bytes'))} in object store` }));
+      tile('On disk', localV, localU, { id: 'tile-stored', hint: `all replicas · ${fmt.bytes(sum('remote_bytes'))} in object store` }));
     const rows = info.brokers.map(b => ({
       attrs: { 'data-broker': b.id },
       cells: [
@@ -60,8 +60,8 @@ export default function overview() {
         b.controller ? badge('controller', 'leader') : h('span', { class: 'dim' }, '—'),
         h('span', { 'data-field': 'partitions_led' }, fmt.num(b.partitions_led)),
         h('span', { 'data-field': 'replicas' }, fmt.num(b.replicas)),
-        h('span', { 'data-field': 'local_bytes' }, fmt.bytes(b.local_bytes)),
-        h('span', { 'data-field': 'remote_bytes' }, fmt.bytes(b.remote_bytes)),
+        h('span', { 'data-field': 'local_bytes', 'data-bytes': b.local_bytes, title: `${fmt.num(b.local_bytes)} bytes` }, fmt.bytes(b.local_bytes)),
+        h('span', { 'data-field': 'remote_bytes', 'data-bytes': b.remote_bytes, title: `${fmt.num(b.remote_bytes)} bytes` }, fmt.bytes(b.remote_bytes)),
         fmt.short(b.produced_records < 0 ? null : b.produced_records) + (b.produced_records >= 0 ? ' rec' : ''),
         fmt.short(b.fetched_records < 0 ? null : b.fetched_records) + (b.fetched_records >= 0 ? ' rec' : ''),
         h('span', { class: 'mono dim' }, b.address || '—'),
