@@ -379,15 +379,22 @@ func TestGroupConsumerHeartbeats(t *testing.T) {
 
 	// Busy: polls renew the session; no heartbeat is needed (one may be in
 	// flight as polling starts).
+	// A poll that itself takes a whole interval (a loaded machine) leaves
+	// room for one heartbeat; those are allowed for.
 	_, before, _, _ := f.snapshot()
 	end := time.Now().Add(400 * time.Millisecond)
+	slow := 0
 	for time.Now().Before(end) {
+		start := time.Now()
 		if _, err := g.Poll(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if time.Since(start) >= 50*time.Millisecond {
+			slow++
+		}
 	}
-	if _, after, _, _ := f.snapshot(); len(after)-len(before) > 1 {
-		t.Fatalf("%d heartbeats while polling for 400 ms with a 50 ms interval", len(after)-len(before))
+	if _, after, _, _ := f.snapshot(); len(after)-len(before) > 1+slow {
+		t.Fatalf("%d heartbeats while polling for 400 ms with a 50 ms interval (%d polls took an interval or more)", len(after)-len(before), slow)
 	}
 
 	if err := g.Close(ctx); err != nil {
