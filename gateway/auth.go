@@ -62,6 +62,13 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		}
 		h := r.Header.Get("Authorization")
 		if h == "" {
+			// A verified client certificate names the caller.
+			if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+				if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; auth.ValidatePrincipal("User:"+cn) == nil {
+					next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), "User:"+cn)))
+					return
+				}
+			}
 			if g.auth.Required {
 				writeUnauthenticated(w, "this gateway requires a token: Authorization: Bearer slc_…")
 				return

@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -48,6 +49,8 @@ type Options struct {
 	// when a gateway creates it, on the first group request
 	// (offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int
+	// TLS, when set, serves the public API over TLS (TLS 1.2 at least).
+	TLS *TLSOptions
 	// ClusterSecret, when set, signs every call to a broker (the brokers'
 	// --cluster-secret). Default none.
 	ClusterSecret []byte
@@ -118,6 +121,14 @@ func New(opts Options) (*Gateway, error) {
 	g.metrics.reg.MustRegister(g.limitCollectors()...)
 	g.wsConns = newWSConns(streams)
 	g.metrics.reg.MustRegister(g.wsConns.collectors()...)
+	var tlsConfig *tls.Config
+	if opts.TLS != nil {
+		files, err := newCertFiles(*opts.TLS)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = files.config()
+	}
 	g.ln = opts.Listener
 	if g.ln == nil {
 		ln, err := net.Listen("tcp", opts.Addr)
@@ -125,6 +136,9 @@ func New(opts Options) (*Gateway, error) {
 			return nil, err
 		}
 		g.ln = ln
+	}
+	if tlsConfig != nil {
+		g.ln = tls.NewListener(g.ln, tlsConfig)
 	}
 	g.view = cluster.NewView(opts.Coord, g.log)
 	g.auth = authOpts

@@ -99,3 +99,29 @@ func (f clusterSecretFlag) value() ([]byte, error) {
 	}
 	return []byte(s), nil
 }
+
+// tlsFlags are the public listener's TLS flags (`sluice gateway`).
+type tlsFlags struct {
+	cert, key, clientCA *string
+	requireClient       *bool
+}
+
+func addTLSFlags(fs *flag.FlagSet) *tlsFlags {
+	return &tlsFlags{
+		cert:          fs.String("tls-cert", envOr("SLUICE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS; reloaded when it changes (env SLUICE_TLS_CERT)"),
+		key:           fs.String("tls-key", envOr("SLUICE_TLS_KEY", ""), "PEM key of --tls-cert (env SLUICE_TLS_KEY)"),
+		clientCA:      fs.String("tls-client-ca", envOr("SLUICE_TLS_CLIENT_CA", ""), "PEM CAs of client certificates; a verified certificate's CN is the principal User:CN (env SLUICE_TLS_CLIENT_CA)"),
+		requireClient: fs.Bool("tls-require-client-cert", envOr("SLUICE_TLS_REQUIRE_CLIENT_CERT", "") == "true", "refuse TLS handshakes without a client certificate (env SLUICE_TLS_REQUIRE_CLIENT_CERT=true)"),
+	}
+}
+
+// options is nil without --tls-cert.
+func (f *tlsFlags) options() (*gateway.TLSOptions, error) {
+	if *f.cert == "" && *f.key == "" {
+		if *f.clientCA != "" || *f.requireClient {
+			return nil, errors.New("--tls-client-ca and --tls-require-client-cert need --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	return &gateway.TLSOptions{CertFile: *f.cert, KeyFile: *f.key, ClientCAFile: *f.clientCA, RequireClientCert: *f.requireClient}, nil
+}

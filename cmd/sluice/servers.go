@@ -167,7 +167,12 @@ func runGateway(ctx context.Context, args []string) error {
 	zk := addZKFlags(fs)
 	authf := addAuthFlags(fs)
 	secretf := addClusterSecretFlag(fs)
+	tlsf := addTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tlsOpts, err := tlsf.options()
+	if err != nil {
 		return err
 	}
 	authOpts, _, err := authf.options("")
@@ -187,7 +192,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts}
 	gwLimits.applyGateway(&gwOpts)
 	gw, err := gateway.New(gwOpts)
 	if err != nil {
@@ -195,7 +200,11 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	gw.Start()
 	defer gw.Close()
-	fmt.Printf("gateway listening on http://%s\n", gw.Addr())
+	scheme := "http"
+	if tlsOpts != nil {
+		scheme = "https"
+	}
+	fmt.Printf("gateway listening on %s://%s\n", scheme, gw.Addr())
 	<-ctx.Done()
 	return nil
 }
