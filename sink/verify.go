@@ -82,11 +82,14 @@ func VerifyArchive(ctx context.Context, objs Objects, c *client.Client, prefix, 
 	read := ClientLog(c)
 	for p := range len(t.Partitions) {
 		tp := api.TopicPartition{Topic: topic, Partition: int32(p)}
-		offs, err := c.ListOffsets(ctx, topic, tp.Partition, client.Earliest)
+		// The objects first, then the log's offsets: a sink running
+		// meanwhile only archives records below the high watermark it
+		// read, so every listed object is below the one read after.
+		list, err := ListArchive(ctx, objs, prefix, tp)
 		if err != nil {
 			return rep, err
 		}
-		list, err := ListArchive(ctx, objs, prefix, tp)
+		offs, err := c.ListOffsets(ctx, topic, tp.Partition, client.Earliest)
 		if err != nil {
 			return rep, err
 		}

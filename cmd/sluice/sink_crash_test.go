@@ -100,9 +100,20 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		if step := steps[i%len(steps)]; step != "" {
 			fp = step + ":" + strconv.Itoa(1+rng.IntN(3))
 		}
+		before := maxFence(ctx, rdb, store.OffsetsKey())
 		cmd := start(fp)
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
+		// Until it claimed (see sinkProcess.untilClaimed), or 5 s.
+	claim:
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && maxFence(ctx, rdb, store.OffsetsKey()) <= before; {
+			select {
+			case err := <-exited:
+				exited <- err
+				break claim
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		select {
 		case <-exited:
 			selfKilled++

@@ -46,7 +46,9 @@ func TestSinkRedisHashCrashLoop(t *testing.T) {
 		if step := steps[i%len(steps)]; step != "" {
 			env = append(env, sink.FailpointEnv+"="+step+":"+strconv.Itoa(1+rng.IntN(3)))
 		}
+		before := maxFence(ctx, r.rdb, r.store.OffsetsKey())
 		p := startSinkProcess(t, "sink "+strconv.Itoa(i), args, env...)
+		p.untilClaimed(func() bool { return maxFence(ctx, r.rdb, r.store.OffsetsKey()) > before })
 		select {
 		case <-p.exited:
 			if !p.killedBySignal() {

@@ -90,6 +90,36 @@ func (p *sinkProcess) stop() {
 	}
 }
 
+// untilClaimed waits until claimed reports true (the process took its
+// partitions over: the store holds a fence above any seen before it
+// started), the process exits, or 5 s pass, so that a random kill after
+// it lands while the process works rather than while it starts (which
+// on a loaded machine takes most of a second). It reports whether the
+// process exited.
+func (p *sinkProcess) untilClaimed(claimed func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !claimed(); {
+		select {
+		case <-p.exited:
+			return true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// maxFence is the highest fence any partition's entry in a Redis
+// offsets hash holds (0: none).
+func maxFence(ctx context.Context, rdb *redis.Client, offsetsKey string) int64 {
+	var top int64
+	for _, v := range rdb.HGetAll(ctx, offsetsKey).Val() {
+		var next, fence int64
+		if _, err := fmt.Sscanf(v, `{"next":%d,"fence":%d}`, &next, &fence); err == nil {
+			top = max(top, fence)
+		}
+	}
+	return top
+}
+
 // killedBySignal reports whether the process ended by SIGKILL (a failpoint).
 func (p *sinkProcess) killedBySignal() bool {
 	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)

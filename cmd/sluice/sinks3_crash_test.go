@@ -48,7 +48,9 @@ func TestSinkS3CrashLoop(t *testing.T) {
 			fp = step + ":" + strconv.Itoa(1+rng.IntN(3))
 			env = append(env, sink.FailpointEnv+"="+fp)
 		}
+		before := s3.maxFence(t, ctx, "orders", partitions)
 		p := startSluiceProcess(t, "sink "+strconv.Itoa(i), args, env...)
+		p.untilClaimed(func() bool { return s3.maxFence(t, ctx, "orders", partitions) > before })
 		how := "killed by the test"
 		select {
 		case <-p.exited:
@@ -57,7 +59,7 @@ func TestSinkS3CrashLoop(t *testing.T) {
 			}
 			selfKilled++
 			how = "at its failpoint"
-		case <-time.After(time.Duration(150+rng.IntN(900)) * time.Millisecond):
+		case <-time.After(time.Duration(50+rng.IntN(700)) * time.Millisecond):
 			p.kill()
 		}
 		ran++

@@ -91,6 +91,18 @@ func (s *sinkS3) fence(t *testing.T, ctx context.Context, topic string, p int) (
 	return f, true
 }
 
+// maxFence is the highest fence of the topic's fence objects (0: none).
+func (s *sinkS3) maxFence(t *testing.T, ctx context.Context, topic string, partitions int) int64 {
+	t.Helper()
+	var top int64
+	for p := range partitions {
+		if f, ok := s.fence(t, ctx, topic, p); ok {
+			top = max(top, f.Fence)
+		}
+	}
+	return top
+}
+
 // archivedEnds is, per partition, the offset after the last object (0
 // when there is none).
 func (s *sinkS3) archivedEnds(t *testing.T, ctx context.Context, topic string, partitions int) []int64 {
