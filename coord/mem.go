@@ -15,12 +15,17 @@ import (
 
 // MemOptions configure a MemStore.
 type MemOptions struct {
-	// Path is the JSON file that holds the persistent nodes. When set, NewMemStore
-	// loads the tree from it (a missing file is an empty tree; its directory is
-	// created) and every mutation rewrites it atomically before it returns, so a
-	// restarted process finds its topics. Ephemeral nodes are never written.
-	// Default "": nothing is persisted.
+	// Path is the JSON file that holds a snapshot of the persistent nodes,
+	// beside its journal (Path + ".journal", see mem_journal.go). When set,
+	// NewMemStore loads the tree from them (a missing file is an empty tree;
+	// its directory is created) and every mutation is in the journal, fsynced,
+	// before it returns, so a restarted process finds its topics. Ephemeral
+	// nodes are never written. Default "": nothing is persisted.
 	Path string
+	// CompactBytes is the journal size past which, once it is also larger
+	// than the snapshot, the snapshot is rewritten and the journal emptied.
+	// Default 1 MiB.
+	CompactBytes int64
 }
 
 // MemStore is an in-process coordination tree shared by any number of sessions. It is
@@ -34,14 +39,13 @@ type MemOptions struct {
 // session-state pushes are queued under it and delivered after it is released; the
 // only lock taken inside it is a session feed's own short one.
 type MemStore struct {
-	path string // persistence file, "" for none; set once by NewMemStore
-
 	mu       sync.Mutex             // guards every field below
 	nodes    map[string]*memNode    // by full path; "/" always present
 	sessions map[int64]*MemSession  // live sessions by current ID
 	lastID   int64                  // last session ID handed out
 	dataW    map[string][]*memWatch // GetW and ExistsW watches by path
 	childW   map[string][]*memWatch // ChildrenW watches by path
+	disk     *memDisk               // the files persisted to; nil for none
 	writeErr error                  // sticky: persisting failed, mutations are refused
 	closed   bool
 }
@@ -50,7 +54,6 @@ type MemStore struct {
 // exists but cannot be read or parsed, or its directory cannot be created.
 func NewMemStore(opts MemOptions) (*MemStore, error) {
 	m := &MemStore{
-		path:     opts.Path,
 		sessions: make(map[int64]*MemSession),
 		// Session IDs start from the clock so that IDs from an earlier run of the
 		// same store file are not handed out again.
@@ -65,11 +68,15 @@ func NewMemStore(opts MemOptions) (*MemStore, error) {
 	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("coord: store directory: %w", err)
 	}
-	nodes, err := loadTree(opts.Path)
+	disk, nodes, err := loadTree(opts.Path)
 	if err != nil {
 		return nil, err
 	}
-	m.nodes = nodes
+	m.disk, m.nodes = disk, nodes
+	disk.compactBytes = opts.CompactBytes
+	if disk.compactBytes <= 0 {
+		disk.compactBytes = defaultCompactBytes
+	}
 	return m, nil
 }
 
@@ -135,7 +142,7 @@ func (m *MemStore) endSessionLocked(s *MemSession, why SessionState) []memFiring
 	if tx.persist && m.writeErr == nil {
 		// The ephemerals are gone whatever the disk says; a failed write only
 		// turns the store read-only.
-		if err := m.persistLocked(); err != nil {
+		if err := m.persistLocked(tx.events); err != nil {
 			m.writeErr = err
 		}
 	}
@@ -185,7 +192,7 @@ func (m *MemStore) mutate(ctx context.Context, s *MemSession, name string, ops [
 		results[i] = r
 	}
 	if tx.persist {
-		if err := m.persistLocked(); err != nil {
+		if err := m.persistLocked(tx.events); err != nil {
 			tx.rollback()
 			m.writeErr = err
 			m.mu.Unlock()

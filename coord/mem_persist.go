@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +16,11 @@ import (
 // memFileFormat is the version of the persisted tree's layout.
 const memFileFormat = 1
 
-// memFile is the persisted tree: every persistent node, parents before children.
+// memFile is a snapshot of the persisted tree: every persistent node,
+// parents before children, as of journal entry Seq.
 type memFile struct {
 	Format int           `json:"format"`
+	Seq    int64         `json:"seq,omitempty"`
 	Nodes  []memFileNode `json:"nodes"`
 }
 
@@ -33,35 +36,59 @@ type memFileNode struct {
 // tempPattern names the temporary files persistLocked writes next to the store file.
 func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-*" }
 
-// loadTree reads the tree persisted at path. A missing file is a tree with only the
-// root. Temporary files left by a write that crashed are removed.
-func loadTree(path string) (map[string]*memNode, error) {
+// loadTree reads the tree persisted at path: the snapshot, then the
+// journal entries after it. A missing snapshot is a tree with only the
+// root. Temporary files left by a write that crashed are removed, and so is
+// a torn last journal entry.
+func loadTree(path string) (*memDisk, map[string]*memNode, error) {
 	if stale, err := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path))); err == nil {
 		for _, f := range stale {
 			_ = os.Remove(f) // best effort: a leftover temp file is only clutter
 		}
 	}
-	nodes := map[string]*memNode{"/": newMemNode(nil, 0, time.UnixMilli(0))}
+	disk := &memDisk{path: path}
+	flat := map[string]memFileNode{"/": {Path: "/"}}
 	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nodes, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("coord: load %s: %w", path, err)
-	}
-	var f memFile
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, fmt.Errorf("coord: load %s: %w", path, err)
-	}
-	if f.Format != memFileFormat {
-		return nil, fmt.Errorf("coord: load %s: format %d, want %d", path, f.Format, memFileFormat)
-	}
-	// A parent's path is a prefix of its child's, so sorting puts it first.
-	slices.SortFunc(f.Nodes, func(a, b memFileNode) int { return strings.Compare(a.Path, b.Path) })
-	for i, fn := range f.Nodes {
-		if err := ValidatePath(fn.Path); err != nil {
-			return nil, fmt.Errorf("coord: load %s: node %d: %w", path, i, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, nil, fmt.Errorf("coord: load %s: %w", path, err)
+	default:
+		var f memFile
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, nil, fmt.Errorf("coord: load %s: %w", path, err)
 		}
+		if f.Format != memFileFormat {
+			return nil, nil, fmt.Errorf("coord: load %s: format %d, want %d", path, f.Format, memFileFormat)
+		}
+		for i, fn := range f.Nodes {
+			if err := ValidatePath(fn.Path); err != nil {
+				return nil, nil, fmt.Errorf("coord: load %s: node %d: %w", path, i, err)
+			}
+			if _, dup := flat[fn.Path]; dup && fn.Path != "/" {
+				return nil, nil, fmt.Errorf("coord: load %s: node %s appears twice", path, fn.Path)
+			}
+			flat[fn.Path] = fn
+		}
+		disk.seq, disk.snapshotSize = f.Seq, int64(len(raw))
+	}
+	if err := disk.replay(flat); err != nil {
+		return nil, nil, err
+	}
+	nodes, err := buildTree(flat)
+	if err != nil {
+		return nil, nil, fmt.Errorf("coord: load %s: %w", path, err)
+	}
+	return disk, nodes, nil
+}
+
+// buildTree links the nodes of flat, by path, into a tree.
+func buildTree(flat map[string]memFileNode) (map[string]*memNode, error) {
+	// A parent's path is a prefix of its child's, so sorted order puts it first.
+	paths := slices.Sorted(maps.Keys(flat))
+	nodes := make(map[string]*memNode, len(paths))
+	for _, p := range paths {
+		fn := flat[p]
 		n := &memNode{
 			data:     fn.Data,
 			version:  fn.Version,
@@ -70,54 +97,47 @@ func loadTree(path string) (map[string]*memNode, error) {
 			mtime:    time.UnixMilli(fn.Mtime),
 			children: make(map[string]struct{}),
 		}
-		if fn.Path == "/" {
-			n.children = nodes["/"].children
-			nodes["/"] = n
-			continue
+		if p != "/" {
+			parent := nodes[parentPath(p)]
+			if parent == nil {
+				return nil, fmt.Errorf("node %s has no parent", p)
+			}
+			parent.children[baseName(p)] = struct{}{}
 		}
-		if nodes[fn.Path] != nil {
-			return nil, fmt.Errorf("coord: load %s: node %s appears twice", path, fn.Path)
-		}
-		parent := nodes[parentPath(fn.Path)]
-		if parent == nil {
-			return nil, fmt.Errorf("coord: load %s: node %s has no parent", path, fn.Path)
-		}
-		parent.children[baseName(fn.Path)] = struct{}{}
-		nodes[fn.Path] = n
+		nodes[p] = n
 	}
 	return nodes, nil
 }
 
-// persistLocked writes every persistent node to the store file: a temporary file in
-// the same directory, fsynced, renamed over the old one, then the directory fsynced,
-// so a crash leaves either the old tree or the new one. Callers hold m.mu.
-func (m *MemStore) persistLocked() error {
-	if m.path == "" {
-		return nil
-	}
-	f := memFile{Format: memFileFormat, Nodes: make([]memFileNode, 0, len(m.nodes))}
+// snapshotLocked writes every persistent node to the snapshot file, as of
+// journal entry seq: a temporary file in the same directory, fsynced,
+// renamed over the old one, then the directory fsynced, so a crash leaves
+// either the old snapshot or the new one. Callers hold m.mu.
+func (m *MemStore) snapshotLocked(seq int64) (int, error) {
+	f := memFile{Format: memFileFormat, Seq: seq, Nodes: make([]memFileNode, 0, len(m.nodes))}
 	for p, n := range m.nodes {
 		if n.owner != 0 {
 			continue
 		}
-		f.Nodes = append(f.Nodes, memFileNode{
-			Path:     p,
-			Data:     n.data,
-			Version:  n.version,
-			CVersion: n.cversion,
-			Ctime:    n.ctime.UnixMilli(),
-			Mtime:    n.mtime.UnixMilli(),
-		})
+		f.Nodes = append(f.Nodes, fileNode(p, n))
 	}
 	slices.SortFunc(f.Nodes, func(a, b memFileNode) int { return strings.Compare(a.Path, b.Path) })
 	raw, err := json.Marshal(&f)
 	if err != nil {
-		return fmt.Errorf("coord: persist %s: %w", m.path, err)
+		return 0, err
 	}
-	if err := writeFileAtomic(m.path, raw); err != nil {
-		return fmt.Errorf("coord: persist %s: %w", m.path, err)
+	return len(raw), writeFileAtomic(m.disk.path, raw)
+}
+
+func fileNode(p string, n *memNode) memFileNode {
+	return memFileNode{
+		Path:     p,
+		Data:     n.data,
+		Version:  n.version,
+		CVersion: n.cversion,
+		Ctime:    n.ctime.UnixMilli(),
+		Mtime:    n.mtime.UnixMilli(),
 	}
-	return nil
 }
 
 func writeFileAtomic(path string, data []byte) (err error) {
@@ -144,7 +164,13 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
+	return syncDir(path)
+}
+
+// syncDir fsyncs the directory holding path, so a new or renamed entry in it
+// survives a crash.
+func syncDir(path string) error {
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
