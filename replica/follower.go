@@ -89,7 +89,16 @@ func RunFollower(ctx context.Context, cfg FollowerConfig) {
 
 // fetchOnce fetches from the local log end and appends what comes back,
 // reading into *scratch (grown as needed; the log copies what it appends).
+// A buffer grown past cfg.MaxBytes, for an outsized batch (batches are
+// fetched whole: a 32 MiB produce request is one batch per partition), is
+// dropped after use: kept, every follower would hold the largest batch it
+// ever copied for as long as it runs.
 func fetchOnce(ctx context.Context, cfg FollowerConfig, scratch *[]byte) error {
+	defer func() {
+		if int64(cap(*scratch)) > cfg.MaxBytes {
+			*scratch = nil
+		}
+	}()
 	leo := cfg.Log.Offsets().LogEnd
 	fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait+30*time.Second)
 	defer cancel()
