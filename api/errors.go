@@ -69,6 +69,7 @@ const (
 	CodeUnknownGroup        Code = "UNKNOWN_GROUP"
 	CodeNoOffset            Code = "NO_OFFSET_FOR_PARTITION"
 	CodeGroupMaxSize        Code = "GROUP_MAX_SIZE_REACHED"
+	CodeTooManyGroups       Code = "TOO_MANY_GROUPS"
 	CodePolicyViolation     Code = "POLICY_VIOLATION"
 
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
@@ -125,6 +126,7 @@ var table = map[Code]Spec{
 	CodeUnknownGroup:        {404, false, "the group does not exist"},
 	CodeNoOffset:            {409, false, "no committed offset for the partition and auto_offset_reset is none"},
 	CodeGroupMaxSize:        {409, false, "the group has as many members as it may hold"},
+	CodeTooManyGroups:       {409, false, "the group's coordinator holds as many groups as it may; delete unused groups"},
 	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
 
 	CodeUnauthenticated: {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},

@@ -15,12 +15,14 @@ const (
 	LimitMaxHeadersPerRecord    = "max.headers.per.record"
 	LimitProduceMemoryBytes     = "gateway.produce.memory.bytes"
 	LimitAcks0MaxInFlight       = "gateway.acks0.max.in.flight"
+	LimitReadTimeoutMs          = "gateway.read.timeout.ms"
 	LimitWriteTimeoutMs         = "gateway.write.timeout.ms"
 	LimitWSPingIntervalMs       = "gateway.ws.ping.interval.ms"
 	LimitWSIdleTimeoutMs        = "gateway.ws.idle.timeout.ms"
 	LimitWSMaxConnections       = "gateway.ws.max.connections"
 	LimitWSMaxConnectionsPerIP  = "gateway.ws.max.connections.per.ip"
 	LimitMaxPartitionsPerBroker = "max.partitions.per.broker"
+	LimitMaxGroupsPerCoord      = "max.groups.per.coordinator"
 )
 
 // Scopes of a limit.
@@ -54,6 +56,11 @@ const (
 	// the background at once (one per partition written); past it, a
 	// request's sends run before it is answered, as with acks=1.
 	DefaultAcks0MaxInFlight = 128
+	// DefaultReadTimeoutMs is how long a request's headers and body may
+	// take to arrive; a client that sends slower (a slow-loris body) is
+	// disconnected, and what its request held (its share of the produce
+	// memory, its goroutine) is freed. Headers alone get at most 10 s.
+	DefaultReadTimeoutMs = 120_000
 	// DefaultWriteTimeoutMs is how long a response may take to write once
 	// its long poll is over (fetch records and batches, group polls), and
 	// each WebSocket frame; a client that reads slower is disconnected, so
@@ -80,6 +87,13 @@ const (
 	// any broker is refused with POLICY_VIOLATION (400). Kafka's guidance
 	// is a few thousand per broker.
 	DefaultMaxPartitionsPerBroker = 4_000
+	// DefaultMaxGroupsPerCoordinator bounds the consumer groups one group
+	// coordinator (one __consumer_offsets partition) holds, with members or
+	// committed offsets: each is replayed at every coordinator load and
+	// kept in its memory. A join or offset reset that would create one more
+	// is refused with TOO_MANY_GROUPS (409); deleting groups makes room.
+	// With 50 offsets partitions the cluster holds 500,000 groups.
+	DefaultMaxGroupsPerCoordinator = 10_000
 	// DefaultTimestampAfterMaxMs is how far ahead of the gateway's clock a
 	// record's timestamp may be (Kafka 4's default for
 	// message.timestamp.after.max.ms, one hour); later is INVALID_TIMESTAMP.
@@ -113,6 +127,8 @@ func Limits() []Limit {
 			"memory all produce requests of a gateway may hold at once (bodies, record tables, batches, acks=0 sends in flight)"},
 		{LimitAcks0MaxInFlight, LimitScopeGateway, DefaultAcks0MaxInFlight, "sends", "",
 			"acks=0 batches sent in the background at once; past it a request's sends finish before its answer"},
+		{LimitReadTimeoutMs, LimitScopeGateway, DefaultReadTimeoutMs, "ms", "",
+			"how long a request's headers and body may take to arrive; a slower sender is disconnected"},
 		{LimitWriteTimeoutMs, LimitScopeGateway, DefaultWriteTimeoutMs, "ms", "",
 			"how long a fetch or group poll response may take to write after its long poll, and each WebSocket frame; a slower reader is disconnected"},
 		{LimitWSPingIntervalMs, LimitScopeGateway, DefaultWSPingIntervalMs, "ms", "",
@@ -125,6 +141,8 @@ func Limits() []Limit {
 			"open WebSockets of one client IP address (the TCP peer's)"},
 		{LimitMaxPartitionsPerBroker, LimitScopeBroker, DefaultMaxPartitionsPerBroker, "partitions", CodePolicyViolation,
 			"partition replicas one broker may hold; a topic creation that would place more on any broker is refused"},
+		{LimitMaxGroupsPerCoord, LimitScopeBroker, DefaultMaxGroupsPerCoordinator, "groups", CodeTooManyGroups,
+			"consumer groups (with members or committed offsets) one group coordinator, a __consumer_offsets partition, may hold; a join or offset reset that would create one more is refused"},
 		{ConfigMaxMessageBytes, LimitScopeTopic, DefaultMaxMessageBytes, "bytes", CodeRecordTooLarge,
 			"the largest record: key, value and headers"},
 		{ConfigTimestampAfterMaxMs, LimitScopeTopic, DefaultTimestampAfterMaxMs, "ms", CodeInvalidTimestamp,

@@ -78,6 +78,11 @@ type Options struct {
 	// (POLICY_VIOLATION). Default api.DefaultMaxPartitionsPerBroker (4,000);
 	// negative: no bound.
 	MaxPartitionsPerBroker int
+	// MaxGroupsPerCoordinator bounds the consumer groups each group
+	// coordinator here holds (max.groups.per.coordinator): a join or
+	// offset reset that would create one more is TOO_MANY_GROUPS. Default
+	// api.DefaultMaxGroupsPerCoordinator (10,000).
+	MaxGroupsPerCoordinator int
 	// GroupLagInterval is how often the group coordinators here measure
 	// their groups' lag for the metrics. Default 10 s.
 	GroupLagInterval time.Duration
@@ -135,6 +140,9 @@ func (o *Options) validate() error {
 	}
 	if o.MaxPartitionsPerBroker == 0 {
 		o.MaxPartitionsPerBroker = api.DefaultMaxPartitionsPerBroker
+	}
+	if o.MaxGroupsPerCoordinator == 0 {
+		o.MaxGroupsPerCoordinator = api.DefaultMaxGroupsPerCoordinator
 	}
 	if o.GroupLagInterval == 0 {
 		o.GroupLagInterval = 10 * time.Second
@@ -217,6 +225,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.isrKick = make(chan struct{}, 1)
 	b.recKick = make(chan struct{}, 1)
+	b.groups.maxGroups = opts.MaxGroupsPerCoordinator
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
 		alive: func(id int32) bool {

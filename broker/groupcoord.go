@@ -23,7 +23,8 @@ import (
 // refused or never reach the ISR, so it can change nothing, whatever it
 // still believes. A new leadership replays the log before serving.
 type groupCoordinator struct {
-	p *Partition
+	p         *Partition
+	maxGroups int // max.groups.per.coordinator
 
 	mu      sync.Mutex // serializes operations; guards the fields below
 	st      *offsets.State
@@ -116,6 +117,7 @@ func (gc *groupCoordinator) read(ctx context.Context, f func(st *offsets.State) 
 func (gc *groupCoordinator) loadLocked(epoch int32) error {
 	start := time.Now()
 	st := offsets.NewState()
+	st.SetMaxGroups(gc.maxGroups)
 	o := gc.p.log.Offsets()
 	for off := o.LogStart; off < o.LogEnd; {
 		res, err := gc.p.log.Read(off, 4<<20, o.LogEnd)

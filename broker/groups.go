@@ -14,6 +14,8 @@ import (
 // broker holds a replica of. The coordinators load when the partition's
 // leadership comes here and drop their state when it goes.
 type groupHost struct {
+	maxGroups int // Options.MaxGroupsPerCoordinator; set before Start
+
 	mu     sync.Mutex // guards coords; never held while calling a coordinator
 	coords map[int32]*groupCoordinator
 }
@@ -47,7 +49,7 @@ func (h *groupHost) coordinator(p *Partition) *groupCoordinator {
 	}
 	gc := h.coords[p.ID]
 	if gc == nil || gc.p != p {
-		gc = &groupCoordinator{p: p}
+		gc = &groupCoordinator{p: p, maxGroups: h.maxGroups}
 		h.coords[p.ID] = gc
 	}
 	return gc

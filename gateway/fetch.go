@@ -35,18 +35,6 @@ type fetchParams struct {
 	wait       time.Duration
 }
 
-func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
-	s := r.URL.Query().Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < lo || n > hi {
-		return 0, api.Errorf(api.CodeInvalidRequest, "%s=%q: want an integer from %d to %d", name, s, lo, hi)
-	}
-	return n, nil
-}
-
 // parseFetchParams reads the path and query of a fetch route. The offset
 // defaults to "earliest".
 func (g *Gateway) parseFetchParams(r *http.Request) (fetchParams, error) {
@@ -59,30 +47,12 @@ func (g *Gateway) parseFetchParams(r *http.Request) (fetchParams, error) {
 	if _, _, err := g.view.Current().Leader(fp.topic, fp.partition); err != nil && !api.Lookup(api.Classify(err).Code).Retriable {
 		return fp, err
 	}
-	fp.offsetSpec = r.URL.Query().Get("offset")
-	switch fp.offsetSpec {
-	case "":
-		fp.offsetSpec = "earliest"
-	case "earliest", "latest":
-	default:
-		if n, err := strconv.ParseInt(fp.offsetSpec, 10, 64); err != nil || n < 0 {
-			return fp, api.Errorf(api.CodeInvalidOffset, "offset=%q: want a non-negative number, earliest or latest", fp.offsetSpec)
-		}
-	}
-	mr, err := intParam(r, "max_records", defaultMaxRecords, 1, maxMaxRecords)
+	q, err := parseFetchQuery(r.URL.Query())
 	if err != nil {
 		return fp, err
 	}
-	fp.maxRecords = int(mr)
-	if fp.maxBytes, err = intParam(r, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
-		return fp, err
-	}
-	w, err := intParam(r, "max_wait_ms", 0, 0, maxWait.Milliseconds())
-	if err != nil {
-		return fp, err
-	}
-	fp.wait = time.Duration(w) * time.Millisecond
-	return fp, nil
+	q.topic, q.partition = fp.topic, fp.partition
+	return q, nil
 }
 
 // retriableRead: reads are idempotent, so any retriable failure is retried,
@@ -329,15 +299,10 @@ func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	at := r.URL.Query().Get("at")
-	if at == "" {
-		at = "latest"
-	}
-	if at != "earliest" && at != "latest" {
-		if _, err := strconv.ParseInt(at, 10, 64); err != nil {
-			api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
-			return
-		}
+	at, err := parseOffsetsAt(r.URL.Query())
+	if err != nil {
+		api.WriteError(w, err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()

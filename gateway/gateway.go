@@ -150,11 +150,11 @@ func New(opts Options) (*Gateway, error) {
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.srv = &http.Server{
 		Handler:           g.Routes(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, limits.ReadTimeout),
 		// Bodies are bounded by MaxBodyBytes. No WriteTimeout: fetch and
 		// group poll handlers set a deadline of their long poll plus
 		// gateway.write.timeout.ms, and WebSockets one per frame.
-		ReadTimeout:    2 * time.Minute,
+		ReadTimeout:    limits.ReadTimeout,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),

@@ -21,35 +21,13 @@ type pollParams struct {
 	cursor     string
 }
 
-func parsePollParams(r *http.Request) (pollParams, error) {
-	var pp pollParams
-	mr, err := intParam(r, "max_records", defaultMaxRecords, 1, maxMaxRecords)
-	if err != nil {
-		return pp, err
-	}
-	pp.maxRecords = int(mr)
-	if pp.maxBytes, err = intParam(r, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
-		return pp, err
-	}
-	w, err := intParam(r, "max_wait_ms", 0, 0, maxWait.Milliseconds())
-	if err != nil {
-		return pp, err
-	}
-	pp.wait = time.Duration(w) * time.Millisecond
-	pp.cursor = r.URL.Query().Get("cursor")
-	if len(pp.cursor) > api.MaxCursorLen {
-		return pp, api.Errorf(api.CodeInvalidRequest, "cursor longer than %d bytes", api.MaxCursorLen)
-	}
-	return pp, nil
-}
-
 // handleGroupPoll is GET /v1/groups/{group}/members/{member}/records: ask the
 // coordinator where to read (renewing the session), read every assigned
 // partition from its leader, tell the coordinator where the poll ended, and
 // answer with the records and a cursor naming those positions.
 func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
-	pp, err := parsePollParams(r)
+	pp, err := parsePollQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, err)
 		return

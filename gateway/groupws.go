@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,12 +29,6 @@ import (
 // close status 4000 + HTTP status. Client frames: {"credit":N}, {"commit":"<cursor>"};
 // anything else (credit outside 0 < N <= 2^40, a binary frame, junk) closes
 // with 1008, and gateway shutdown with 1001, after the member has left.
-
-// wsGroupFrame is a client frame.
-type wsGroupFrame struct {
-	Credit int64  `json:"credit,omitempty"`
-	Commit string `json:"commit,omitempty"`
-}
 
 type wsAssignmentFrame struct {
 	Assignment  []api.TopicPartition `json:"assignment"`
@@ -64,20 +57,7 @@ type wsCommitErrorFrame struct {
 // handleGroupWebSocket is GET /v1/groups/{group}/ws.
 func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
-	q := r.URL.Query()
-	req := api.JoinGroupRequest{InstanceID: q.Get("instance_id"), AutoOffsetReset: q.Get("auto_offset_reset"), Assignor: q.Get("assignor")}
-	for _, t := range strings.Split(q.Get("topics"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			req.Topics = append(req.Topics, t)
-		}
-	}
-	st, err := intParam(r, "session_timeout_ms", 0, 0, 5*60*1000)
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
-	req.SessionTimeoutMs = st
-	credit, err := intParam(r, "credit", 0, 0, maxCredit)
+	req, credit, err := parseGroupWSQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -154,8 +134,8 @@ func (m *wsMember) readFrames(ctx context.Context, cancel context.CancelFunc) {
 		if err != nil {
 			return
 		}
-		var f wsGroupFrame
-		if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil || f.Credit < 0 || f.Credit > maxCredit || (f.Credit == 0 && f.Commit == "") {
+		f, err := parseGroupFrame(typ, b)
+		if err != nil {
 			m.conn.Close(websocket.StatusPolicyViolation, `send {"credit":N} with 0 < N <= 2^40, or {"commit":"<cursor>"}`)
 			return
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,11 +22,14 @@ type Limits struct {
 	ProduceMemoryBytes int64
 	// Acks0MaxInFlight is gateway.acks0.max.in.flight. Default 128.
 	Acks0MaxInFlight int
+	// ReadTimeout is gateway.read.timeout.ms: the HTTP server's
+	// ReadTimeout. Default 2 minutes.
+	ReadTimeout time.Duration
 }
 
 // withDefaults fills zero fields and refuses negative ones.
 func (l Limits) withDefaults() (Limits, error) {
-	if l.MaxRecordsPerRequest < 0 || l.MaxHeadersPerRecord < 0 || l.ProduceMemoryBytes < 0 || l.Acks0MaxInFlight < 0 {
+	if l.MaxRecordsPerRequest < 0 || l.MaxHeadersPerRecord < 0 || l.ProduceMemoryBytes < 0 || l.Acks0MaxInFlight < 0 || l.ReadTimeout < 0 {
 		return l, fmt.Errorf("gateway: negative limit in %+v", l)
 	}
 	if l.MaxRecordsPerRequest == 0 {
@@ -39,6 +43,9 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.Acks0MaxInFlight == 0 {
 		l.Acks0MaxInFlight = api.DefaultAcks0MaxInFlight
+	}
+	if l.ReadTimeout == 0 {
+		l.ReadTimeout = api.DefaultReadTimeoutMs * time.Millisecond
 	}
 	return l, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,26 +23,6 @@ const defaultProduceTimeout = 30 * time.Second
 type produceParams struct {
 	acks    string // "all", "1" or "0"
 	timeout time.Duration
-}
-
-func parseProduceParams(r *http.Request) (produceParams, error) {
-	q := r.URL.Query()
-	pp := produceParams{acks: q.Get("acks"), timeout: defaultProduceTimeout}
-	switch pp.acks {
-	case "", "-1":
-		pp.acks = "all"
-	case "all", "1", "0":
-	default:
-		return pp, api.Errorf(api.CodeInvalidRequest, "acks=%q: want 0, 1 or all", pp.acks)
-	}
-	if s := q.Get("timeout_ms"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 || n > 300_000 {
-			return pp, api.Errorf(api.CodeInvalidRequest, "timeout_ms=%q: want 1 to 300000", s)
-		}
-		pp.timeout = time.Duration(n) * time.Millisecond
-	}
-	return pp, nil
 }
 
 // produceTopic returns the topic's metadata and parsed config.
@@ -72,7 +53,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	pp, err := parseProduceParams(r)
+	pp, err := parseProduceQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -376,19 +357,12 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions i
 		if err != nil {
 			return produceInput{}, err
 		}
-		q := r.URL.Query()
-		pr := pendingRecord{partition: -1, value: *bp}
-		if q.Has("key") {
-			pr.key = []byte(q.Get("key"))
+		oq, err := parseOctetQuery(r.URL.Query())
+		if err != nil {
+			putBuf(bp)
+			return produceInput{}, err
 		}
-		if s := q.Get("partition"); s != "" {
-			n, err := strconv.ParseInt(s, 10, 32)
-			if err != nil || n < 0 {
-				putBuf(bp)
-				return produceInput{}, api.Errorf(api.CodeInvalidRequest, "partition=%q is not a partition number", s)
-			}
-			pr.partition = int32(n)
-		}
+		pr := pendingRecord{partition: oq.partition, key: oq.key, value: *bp}
 		recs := append(getPending(1), pr)
 		return produceInput{recs: recs, body: bp, bodyHeld: held}, nil
 	case mediaJSON, mediaNDJSON:
@@ -484,6 +458,9 @@ func readGrowing(body io.Reader, limit int64, code api.Code, ceiling int64, res 
 			break
 		}
 		if err != nil {
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				return fail(api.Errorf(api.CodeInvalidRequest, "the body did not arrive within %s", api.LimitReadTimeoutMs))
+			}
 			return fail(api.Errorf(api.CodeInvalidRequest, "reading body: %v", err))
 		}
 	}

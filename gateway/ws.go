@@ -48,18 +48,9 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	credit, err := intParam(r, "credit", 0, 0, maxCredit)
+	sq, err := parseStreamQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, err)
-		return
-	}
-	binary := false
-	switch f := r.URL.Query().Get("format"); f {
-	case "", "json":
-	case "binary":
-		binary = true
-	default:
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "format=%q: want json or binary", f))
 		return
 	}
 	release, err := g.wsConns.admit(r)
@@ -73,8 +64,8 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the HTTP error
 	}
 	conn.SetReadLimit(4096)
-	s := &wsStream{g: g, conn: conn, fp: fp, binary: binary, more: make(chan struct{}, 1)}
-	s.credit.Store(credit)
+	s := &wsStream{g: g, conn: conn, fp: fp, binary: sq.binary, more: make(chan struct{}, 1)}
+	s.credit.Store(sq.credit)
 	ctx, cancel, done := g.wsConns.open(r.Context(), conn)
 	defer cancel()
 	readerDone := make(chan struct{})
@@ -127,12 +118,12 @@ func (s *wsStream) readCredits(cancel context.CancelFunc) {
 		if err != nil {
 			return
 		}
-		var c api.Credit
-		if typ != websocket.MessageText || json.Unmarshal(b, &c) != nil || c.Credit <= 0 || c.Credit > maxCredit {
+		credit, err := parseCreditFrame(typ, b)
+		if err != nil {
 			s.conn.Close(websocket.StatusPolicyViolation, `send {"credit":N} with 0 < N <= 2^40`)
 			return
 		}
-		if s.credit.Add(c.Credit) > maxCredit {
+		if s.credit.Add(credit) > maxCredit {
 			s.credit.Store(maxCredit)
 		}
 		select {

@@ -87,6 +87,9 @@ func ValidateJoin(req api.JoinGroupRequest, kind string, meta Metadata) (JoinPar
 // member (assignment and all) to newID and fences the old id. It returns the
 // records to append and the id of the joined member.
 func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.Time) ([]Record, error) {
+	if err := s.checkNewGroup(group); err != nil {
+		return nil, err
+	}
 	g := s.groups[group]
 	if g == nil {
 		g = newGroup(group)
@@ -377,6 +380,9 @@ func (s *State) Leave(group, id string, meta Metadata) ([]Record, error) {
 func (s *State) SetOffsets(group string, offsets []api.PartitionOffset, now time.Time) ([]Record, error) {
 	if g := s.groups[group]; g != nil && len(g.Members) > 0 {
 		return nil, api.Errorf(api.CodeGroupNotEmpty, "group %q has %d members; offsets are reset only while it has none", group, len(g.Members))
+	}
+	if err := s.checkNewGroup(group); err != nil {
+		return nil, err
 	}
 	var recs []Record
 	for _, o := range offsets {

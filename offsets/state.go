@@ -21,12 +21,28 @@ import (
 type State struct {
 	groups     map[string]*Group
 	maxMembers int
+	maxGroups  int
 }
 
 // NewState returns an empty state whose groups hold at most
-// DefaultMaxGroupMembers members.
+// DefaultMaxGroupMembers members, and that holds at most
+// api.DefaultMaxGroupsPerCoordinator groups.
 func NewState() *State {
-	return &State{groups: map[string]*Group{}, maxMembers: DefaultMaxGroupMembers}
+	return &State{groups: map[string]*Group{}, maxMembers: DefaultMaxGroupMembers, maxGroups: api.DefaultMaxGroupsPerCoordinator}
+}
+
+// SetMaxGroups changes the bound on the groups the state holds (n > 0);
+// groups beyond it that a replay brings in stay, but no more are created.
+func (s *State) SetMaxGroups(n int) { s.maxGroups = n }
+
+// checkNewGroup refuses to create group past the bound; an existing group
+// passes.
+func (s *State) checkNewGroup(group string) error {
+	if s.groups[group] == nil && len(s.groups) >= s.maxGroups {
+		return api.Errorf(api.CodeTooManyGroups, "this group coordinator holds %d groups, its %s; group %q would be one more",
+			len(s.groups), api.LimitMaxGroupsPerCoord, group)
+	}
+	return nil
 }
 
 // SetMaxGroupMembers changes the bound on a group's members (n > 0); members

@@ -457,6 +457,41 @@ func TestGroupMaxSize(t *testing.T) {
 	}
 }
 
+// A coordinator holds at most max.groups.per.coordinator groups: a join or
+// offset reset that would create one more is TOO_MANY_GROUPS, while the
+// existing groups take joins and resets; deleting a group makes room.
+func TestMaxGroups(t *testing.T) {
+	h := newHarness(t, map[string]int32{"a": 1})
+	h.s.SetMaxGroups(3)
+	h.join("g1", api.JoinGroupRequest{Topics: []string{"a"}})
+	h.join("g2", api.JoinGroupRequest{Topics: []string{"a"}})
+	if err := h.apply(h.s.SetOffsets("g3", []api.PartitionOffset{{Topic: "a", Partition: 0, Offset: 1}}, h.now)); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ValidateJoin(api.JoinGroupRequest{Topics: []string{"a"}}, api.MemberKindHTTP, h.metadata)
+	if _, err := h.s.Join("g4", "m", p, h.metadata, h.now); !errors.Is(err, &api.Error{Code: api.CodeTooManyGroups}) {
+		t.Fatalf("a join creating a fourth group: %v", err)
+	}
+	if _, err := h.s.SetOffsets("g4", []api.PartitionOffset{{Topic: "a", Partition: 0, Offset: 1}}, h.now); !errors.Is(err, &api.Error{Code: api.CodeTooManyGroups}) {
+		t.Fatalf("an offset reset creating a fourth group: %v", err)
+	}
+	h.join("g1", api.JoinGroupRequest{Topics: []string{"a"}})
+	h.join("g3", api.JoinGroupRequest{Topics: []string{"a"}})
+	if err := h.apply(h.s.Delete("g2")); err == nil {
+		t.Fatal("deleted a group with a member")
+	}
+	if err := h.apply(h.s.Leave("g2", h.s.Group("g2").memberIDs()[0], h.metadata)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.apply(h.s.Delete("g2")); err != nil {
+		t.Fatal(err)
+	}
+	h.join("g4", api.JoinGroupRequest{Topics: []string{"a"}})
+	if got := len(h.s.Groups()); got != 3 {
+		t.Fatalf("%d groups, want 3", got)
+	}
+}
+
 // A poll that sends a cursor tells the coordinator where the previous poll
 // ended: a later poll without one starts there.
 func TestCursorPollRemembersPositions(t *testing.T) {

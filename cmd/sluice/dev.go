@@ -90,9 +90,10 @@ func runDev(ctx context.Context, args []string) error {
 			Logger:  log,
 			Bucket:  bucket,
 
-			ClusterSecret:          secret,
-			CleanerInterval:        *cleanerInterval,
-			MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
+			ClusterSecret:           secret,
+			CleanerInterval:         *cleanerInterval,
+			MaxPartitionsPerBroker:  limits.maxPartitionsPerBroker(),
+			MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
 		})
 		if err != nil {
 			return err

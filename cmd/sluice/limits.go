@@ -73,6 +73,7 @@ func (l *limitFlags) applyGateway(o *gateway.Options) {
 		MaxHeadersPerRecord:  int(l.values[api.LimitMaxHeadersPerRecord]),
 		ProduceMemoryBytes:   l.values[api.LimitProduceMemoryBytes],
 		Acks0MaxInFlight:     int(l.values[api.LimitAcks0MaxInFlight]),
+		ReadTimeout:          ms(api.LimitReadTimeoutMs),
 	}
 	o.Streams = gateway.StreamLimits{
 		WriteTimeout:        ms(api.LimitWriteTimeoutMs),
@@ -81,6 +82,11 @@ func (l *limitFlags) applyGateway(o *gateway.Options) {
 		MaxConnections:      int(l.values[api.LimitWSMaxConnections]),
 		MaxConnectionsPerIP: int(l.values[api.LimitWSMaxConnectionsPerIP]),
 	}
+}
+
+// maxGroupsPerCoordinator is max.groups.per.coordinator (zero: the default).
+func (l *limitFlags) maxGroupsPerCoordinator() int {
+	return int(l.values[api.LimitMaxGroupsPerCoord])
 }
 
 // maxPartitionsPerBroker is max.partitions.per.broker (zero: the default).

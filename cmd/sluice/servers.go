@@ -126,8 +126,9 @@ func runBroker(ctx context.Context, args []string) error {
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
-		Bucket:        bucket, // nil: local only
-		ClusterSecret: secret,
+		MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
+		Bucket:                  bucket, // nil: local only
+		ClusterSecret:           secret,
 	})
 	if err != nil {
 		return err
