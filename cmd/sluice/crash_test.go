@@ -20,7 +20,8 @@ import (
 	"github.com/sluice-io/sluice/api"
 )
 
-// buildSluice compiles the binary once per test run.
+// buildSluice compiles the binary once per test run (or takes the one
+// SLUICE_TEST_BINARY names).
 var buildOnce struct {
 	sync.Once
 	path string
@@ -30,6 +31,11 @@ var buildOnce struct {
 func sluiceBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		// SLUICE_TEST_BINARY runs the process tests against another build.
+		if bin := os.Getenv("SLUICE_TEST_BINARY"); bin != "" {
+			buildOnce.path = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "sluice-bin-")
 		if err != nil {
 			buildOnce.err = err
@@ -60,8 +66,15 @@ var gatewayLine = regexp.MustCompile(`gateway (http://127\.0\.0\.1:\d+)`)
 // over dataDir and waits until it is ready. Its output goes to t.Log.
 func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 	t.Helper()
+	return startDevEnv(t, dataDir, nil, extra...)
+}
+
+// startDevEnv is startDev with env (NAME=value) added to the process's
+// environment.
+func startDevEnv(t *testing.T, dataDir string, env []string, extra ...string) *devProcess {
+	t.Helper()
 	cmd := exec.Command(sluiceBinary(t), append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn"}, extra...)...)
-	cmd.Env = append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA=")
+	cmd.Env = append(append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA="), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
