@@ -28,6 +28,9 @@ type TopicRecord struct {
 	ID       string            `json:"id"`
 	Replicas [][]int32         `json:"replicas"`
 	Configs  map[string]string `json:"configs"`
+	// Deleting marks a topic whose deletion has begun: no reader sees it,
+	// and the controller deletes what is left of it.
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // PartitionState is the data of /brokers/topics/{topic}/partitions/{p}/state.

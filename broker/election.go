@@ -29,6 +29,9 @@ func (ctl *controller) serve(ctx context.Context, gone <-chan coord.Event) {
 	// The first pass right away: the previous controller may have died
 	// with work undone.
 	if err := ctl.viewRefresh(ctx); err == nil {
+		if err := ctl.finishPending(ctx); err != nil {
+			ctl.log.Warn("finishing half-written topics failed; a retried create or delete finishes them", "err", err)
+		}
 		ctl.electLeaders(ctx, ctl.view.Current(), false)
 	}
 	for {

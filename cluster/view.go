@@ -222,20 +222,33 @@ func (v *View) read(ctx context.Context) (*Metadata, error) {
 			v.log.Warn("unreadable topic record", "topic", name, "err", err)
 			continue
 		}
+		if tm.Record.Deleting {
+			continue // being deleted: gone for readers
+		}
+		whole := true
 		for p := range tm.Record.Replicas {
 			sn, err := v.data(ctx, PartitionStatePath(name, int32(p)))
 			if err != nil {
 				return nil, err
 			}
+			if !sn.exists {
+				// Still being written (in several requests, the states
+				// last): not a topic for readers yet. The exists-watch
+				// armed on the state brings it in when it is created.
+				whole = false
+				continue
+			}
 			st := api.PartitionState{Leader: -1, LeaderEpoch: -1}
 			ver := int32(-1)
-			if sn.exists && json.Unmarshal(sn.data, &st) == nil {
+			if json.Unmarshal(sn.data, &st) == nil {
 				ver = sn.version
 			}
 			tm.States = append(tm.States, st)
 			tm.StateVersions = append(tm.StateVersions, ver)
 		}
-		md.Topics[name] = tm
+		if whole {
+			md.Topics[name] = tm
+		}
 	}
 	return md, nil
 }
