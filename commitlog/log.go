@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -214,6 +215,9 @@ func (l *Log) writableLocked() error {
 func (l *Log) writeLocked(buf []byte, hs []api.BatchHeader) error {
 	now := l.opts.Now()
 	if err := l.maybeRollLocked(int64(len(buf)), now); err != nil {
+		if errors.Is(err, errNoDescriptors) {
+			return err // nothing changed; the next append rolls again
+		}
 		return l.failLocked(err)
 	}
 	seg := l.activeLocked()
@@ -314,6 +318,16 @@ func (l *Log) rollLocked() error {
 	l.unflushed = 0
 	ns, err := openSegment(l.fs, l.dir, seg.next, true)
 	if err != nil {
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			// Out of file descriptors: passing, not a disk failure. The log
+			// stays as it was (the active segment is synced and stays
+			// active) and writable; the append fails retriably. A file
+			// the failed open left is empty: it goes.
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				_ = l.fs.Remove(segmentName(l.dir, seg.next, suf))
+			}
+			return fmt.Errorf("%w: %w: %s: no file descriptor for a new segment: %v", api.ErrStorage, errNoDescriptors, l.dir, err)
+		}
 		return err
 	}
 	l.segments = append(l.segments, ns)
@@ -336,10 +350,17 @@ func (l *Log) Roll() error {
 		return nil
 	}
 	if err := l.rollLocked(); err != nil {
+		if errors.Is(err, errNoDescriptors) {
+			return err
+		}
 		return l.failLocked(err)
 	}
 	return nil
 }
+
+// errNoDescriptors marks a roll that found no file descriptor for the new
+// segment: retriable, and the log stays writable.
+var errNoDescriptors = errors.New("out of file descriptors")
 
 func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) endLocked() int64       { return l.activeLocked().next }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -531,6 +532,46 @@ func TestDiskErrorMakesLogReadOnly(t *testing.T) {
 	if end := l.Offsets().LogEnd; end != 5 {
 		t.Fatalf("reopened log ends at %d, want 5 (the half-written batch dropped)", end)
 	}
+}
+
+// Running out of file descriptors when a segment rolls is passing, not a
+// disk failure: the append fails retriably, the log stays writable, and
+// the next append rolls.
+func TestRollWithoutDescriptors(t *testing.T) {
+	ffs := faultfs.New(osFS(t, t.TempDir()))
+	l := openLog(t, ffs, commitlog.Options{SegmentBytes: 1024})
+	defer l.Close()
+	for range 3 {
+		if _, err := l.Append(batch(t, "a", 5, 1), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(l)
+	segs := len(l.ClosedSegments())
+	for i := 0; len(l.ClosedSegments()) == segs; i++ {
+		ffs.FailNextOpen(syscall.EMFILE)
+		_, err := l.Append(batch(t, "b", 5, 1), 0)
+		if err == nil {
+			commit(l)
+			continue // no roll yet: the open was not needed
+		}
+		if !errors.Is(err, api.ErrStorage) || l.Err() != nil {
+			t.Fatalf("append whose roll found no descriptor: %v; Err() %v", err, l.Err())
+		}
+		ffs.FailNextOpen(nil)
+		if _, err := l.Append(batch(t, "c", 5, 1), 0); err != nil {
+			t.Fatalf("append after descriptors came back: %v", err)
+		}
+		commit(l)
+		if len(l.ClosedSegments()) != segs+1 {
+			t.Fatalf("%d segments after the retried roll, want %d", len(l.ClosedSegments()), segs+1)
+		}
+		if n := len(readAll(t, l, 0)); n != 5*(3+i+1) {
+			t.Fatalf("read %d records, want %d", n, 5*(3+i+1))
+		}
+		return
+	}
+	t.Fatal("the log rolled without opening a file")
 }
 
 func TestTruncateAndEpochs(t *testing.T) {

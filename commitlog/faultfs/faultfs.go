@@ -27,6 +27,7 @@ type FS struct {
 	mu        sync.Mutex // guards the fields below
 	failWrite error      // returned by the next WriteAt, then cleared
 	failSync  error      // returned by the next Sync, then cleared
+	failOpen  error      // returned by the next OpenFile, then cleared
 	syncs     int
 	// crashIn counts down the changes still allowed before the crash point;
 	// negative when no crash is armed.
@@ -120,7 +121,22 @@ func (f *FS) takeSync() error {
 	return err
 }
 
+// FailNextOpen makes the next OpenFile fail with err (syscall.EMFILE: the
+// process is out of file descriptors).
+func (f *FS) FailNextOpen(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failOpen = err
+}
+
 func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (commitlog.File, error) {
+	f.mu.Lock()
+	failOpen := f.failOpen
+	f.failOpen = nil
+	f.mu.Unlock()
+	if failOpen != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: failOpen}
+	}
 	if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
 		if err := f.change(); err != nil {
 			return nil, err
