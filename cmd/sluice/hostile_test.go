@@ -41,7 +41,7 @@ import (
 // it do so within seconds of a burst instead of minutes.
 
 const (
-	hostileMemLimit = "GOMEMLIMIT=64MiB"
+	hostileMemLimit = "GOMEMLIMIT=48MiB"
 	// rssMargin and goroutineMargin are how far above its pre-attack
 	// level the process may stay once an attack is over.
 	rssMargin       = 24 << 20
