@@ -125,12 +125,17 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 		return res, err
 	}
 	defer fr.Body.Close()
-	res.HighWatermark = fr.HighWatermark
 	raw := make([]byte, fr.Size)
 	if _, err := io.ReadFull(fr.Body, raw); err != nil {
 		return res, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
 	}
-	res.NextOffset = max(fr.NextOffset, offset)
+	return renderFetched(fp, offset, raw, fr.NextOffset, fr.HighWatermark)
+}
+
+// renderFetched decodes the raw batches a fetch at offset returned (with
+// the broker's next offset and HW) into an answer within fp's bounds.
+func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (api.FetchResponse, error) {
+	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: max(next, offset), HighWatermark: hw}
 	full := true
 	// max_bytes bounds what the broker sends, which may be compressed; it
 	// bounds what this answer decodes and renders too: once the records
@@ -138,7 +143,7 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 	// batch decodes whole, and a batch decodes to at most
 	// api.MaxUncompressedBatchSize.)
 	var decoded int64
-	err = scanFetched(raw, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
+	err := scanFetched(raw, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
 		if !full {
 			return nil
 		}
@@ -165,10 +170,7 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 		}
 		return nil
 	})
-	if err != nil {
-		return res, err
-	}
-	return res, nil
+	return res, err
 }
 
 // recordSize is a decoded record's key, value and headers in bytes.

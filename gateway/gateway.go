@@ -76,6 +76,7 @@ type Gateway struct {
 	mem       *memBudget // produce memory (gateway.produce.memory.bytes)
 	acks0     sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
 	wsConns   *wsConns   // open WebSockets: limits, pings, shutdown
+	tails     *tails     // shared long polls of WebSocket streams at their partition's end
 	auth      AuthOptions
 	authStore *auth.Store // tokens and ACLs, watched
 
@@ -121,6 +122,8 @@ func New(opts Options) (*Gateway, error) {
 	g.metrics.reg.MustRegister(g.limitCollectors()...)
 	g.wsConns = newWSConns(streams)
 	g.metrics.reg.MustRegister(g.wsConns.collectors()...)
+	g.tails = newTails(g)
+	g.metrics.reg.MustRegister(g.tails.collectors()...)
 	var tlsConfig *tls.Config
 	if opts.TLS != nil {
 		files, err := newCertFiles(*opts.TLS)

@@ -30,11 +30,13 @@ import (
 // {"credit":N} with 0 < N <= 2^40 closes it with 1008 (policy violation);
 // gateway shutdown closes it with 1001 (going away).
 //
-// A stream at the end of its partition long-polls the leader for as long
-// as the broker allows (wsIdlePollWait): the broker answers as soon as a
-// record arrives, so the length of the poll costs no latency, and an idle
-// consumer with credit makes one broker request per 30 s instead of one
-// per 5 s. Polls that found records use wsPollWait.
+// A stream at the end of its partition waits on the partition's shared
+// long poll (tails, tailwait.go), which asks the leader for as long as the
+// broker allows (wsIdlePollWait) on behalf of every stream waiting there:
+// the broker answers as soon as a record arrives, so the length of the poll
+// costs no latency, and idle consumers with credit cost one broker request
+// per partition per 30 s, however many they are. A stream's own fetches
+// never wait.
 const (
 	wsPollWait     = 5 * time.Second
 	wsIdlePollWait = maxWait
@@ -105,6 +107,7 @@ type wsStream struct {
 	binary bool
 	credit atomic.Int64
 	more   chan struct{} // cap 1: credit arrived
+	hw     int64         // the HW the last fetch or shared poll saw (handler only)
 }
 
 // readCredits reads {"credit":N} messages until the connection ends.
@@ -139,7 +142,7 @@ func (s *wsStream) stream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wait := wsPollWait
+	atEnd := false
 	for {
 		for s.credit.Load() <= 0 {
 			select {
@@ -148,11 +151,23 @@ func (s *wsStream) stream(ctx context.Context) error {
 				return nil
 			}
 		}
+		var shared *tailData
+		if atEnd {
+			// Wait on the partition's shared long poll; send what it read
+			// if it read at this offset, else fetch without waiting.
+			d, ok := s.g.tails.wait(ctx, s.fp.topic, s.fp.partition, offset)
+			if !ok {
+				return nil
+			}
+			if d != nil && d.from == offset {
+				shared = d
+			}
+		}
 		var next int64
 		if s.binary {
-			next, err = s.sendBatches(ctx, offset, wait)
+			next, err = s.sendBatches(ctx, offset, shared)
 		} else {
-			next, err = s.sendRecords(ctx, offset, wait)
+			next, err = s.sendRecords(ctx, offset, shared)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -160,12 +175,9 @@ func (s *wsStream) stream(ctx context.Context) error {
 			}
 			return err
 		}
-		// Nothing came: the stream is at the partition's end, where the
-		// longest poll costs least and answers as soon as a record lands.
-		wait = wsPollWait
-		if next == offset {
-			wait = wsIdlePollWait
-		}
+		// Nothing came, or what came reached the HW: the stream is at
+		// the partition's end, and a fetch would find nothing more.
+		atEnd = next == offset || next >= s.hw
 		offset = next
 	}
 }
@@ -175,13 +187,23 @@ func (s *wsStream) stream(ctx context.Context) error {
 // spinning.
 const wsRetryBudget = 30 * time.Second
 
-func (s *wsStream) sendRecords(ctx context.Context, offset int64, wait time.Duration) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait+wsRetryBudget)
+// sendRecords sends the records at offset, from shared (a shared poll's
+// answer at offset) or fetched without waiting, and returns the next
+// offset.
+func (s *wsStream) sendRecords(ctx context.Context, offset int64, shared *tailData) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wsRetryBudget)
 	defer cancel()
 	fp := s.fp
 	fp.maxRecords = int(min(s.credit.Load(), wsMaxFrameRecs))
-	fp.wait = wait
-	res, err := s.g.fetchRecords(ctx, fp, offset)
+	fp.wait = 0
+	var res api.FetchResponse
+	var err error
+	if shared != nil {
+		res, err = renderFetched(fp, offset, shared.raw, shared.next, shared.hw)
+	} else {
+		res, err = s.g.fetchRecords(ctx, fp, offset)
+	}
+	s.hw = res.HighWatermark
 	if err != nil || len(res.Records) == 0 {
 		return res.NextOffset, err
 	}
@@ -196,25 +218,32 @@ func (s *wsStream) sendRecords(ctx context.Context, offset int64, wait time.Dura
 	return res.NextOffset, nil
 }
 
-func (s *wsStream) sendBatches(ctx context.Context, offset int64, wait time.Duration) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait+wsRetryBudget)
+// sendBatches is sendRecords for binary frames: raw batches, relayed.
+func (s *wsStream) sendBatches(ctx context.Context, offset int64, shared *tailData) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wsRetryBudget)
 	defer cancel()
-	fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: s.fp.maxBytes, MaxWait: wait, LeaderEpoch: -1,
-	})
-	if err != nil {
-		return offset, err
-	}
-	defer fr.Body.Close()
-	raw := make([]byte, fr.Size)
-	if _, err := io.ReadFull(fr.Body, raw); err != nil {
-		return offset, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
+	var raw []byte
+	if shared != nil {
+		raw, s.hw = shared.raw, shared.hw // raw is read-only: it is every waiter's
+	} else {
+		fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
+			Offset: offset, MaxBytes: s.fp.maxBytes, LeaderEpoch: -1,
+		})
+		if err != nil {
+			return offset, err
+		}
+		defer fr.Body.Close()
+		s.hw = fr.HighWatermark
+		raw = make([]byte, fr.Size)
+		if _, err := io.ReadFull(fr.Body, raw); err != nil {
+			return offset, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
+		}
 	}
 	credit := s.credit.Load()
 	end, next, sent := 0, offset, int64(0)
 	// Bytes that are not whole batches fail the stream (retriable), never
 	// make it fetch the same offset again at once.
-	err = scanFetched(raw, func(h api.BatchHeader, b []byte) error {
+	err := scanFetched(raw, func(h api.BatchHeader, b []byte) error {
 		if sent >= credit {
 			return nil
 		}

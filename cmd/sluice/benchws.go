@@ -41,7 +41,7 @@ import (
 func benchWS(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench ws", flag.ContinueOnError)
 	n := fs.Int("connections", 10_000, "idle WebSocket consumers to open")
-	credit := fs.Int("credit", 0, "credit each consumer grants; with credit an idle stream long-polls its partition's leader (a broker connection each), without it it only answers pings")
+	credit := fs.Int("credit", 0, "credit each consumer grants; with credit an idle stream waits on its partition's shared long poll (one per partition, not one per stream), without it it only answers pings")
 	partitions := fs.Int("partitions", 8, "partitions of the topic the consumers spread over")
 	hold := fs.Duration("hold", 3*time.Second, "how long the consumers stay open before memory is measured")
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")

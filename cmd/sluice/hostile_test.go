@@ -261,15 +261,17 @@ func TestHostileProcess(t *testing.T) {
 	// of them is charged for it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/v1/groups/warm-up/ws?topics=t", nil)
-	if err != nil {
-		t.Fatal(err)
+	// (A build without group WebSockets, run through SLUICE_TEST_BINARY,
+	// has no such topic to make.)
+	if wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/v1/groups/warm-up/ws?topics=t", nil); err != nil {
+		t.Logf("no warm-up group: %v", err)
+	} else {
+		if _, _, err := wc.Read(ctx); err != nil {
+			t.Fatalf("the warm-up member's assignment: %v", err)
+		}
+		wc.Close(websocket.StatusNormalClosure, "")
+		waitSettled(t, p.base, "__consumer_offsets")
 	}
-	if _, _, err := wc.Read(ctx); err != nil {
-		t.Fatalf("the warm-up member's assignment: %v", err)
-	}
-	wc.Close(websocket.StatusNormalClosure, "")
-	waitSettled(t, p.base, "__consumer_offsets")
 	defer func() { t.Logf("sluice dev under attack:\n%s", h.table()) }()
 
 	h.attack(t, "3,000,000 empty records", func(t *testing.T) { attackRecordCount(t, p.base) })

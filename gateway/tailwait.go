@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-io/sluice/brokerapi"
+)
+
+// tails shares one long poll per partition among the WebSocket streams
+// waiting at its end. A stream whose last fetch found nothing waits here
+// instead of long-polling the leader itself: one poll per partition (a
+// goroutine the gateway owns, on its WaitGroup) asks the leader for the
+// lowest offset any waiter is at, and when data arrives (or the poll
+// fails) wakes every waiter with what it read (up to 1 MiB of batches):
+// the waiters at the offset it was made at render that, the others fetch
+// for themselves, without waiting. A poll that times out with nothing
+// polls again while anyone waits, and ends when the last waiter leaves.
+// So 10,000 idle consumers of a partition cost the broker one long poll,
+// not 10,000, and the gateway one broker connection instead of one each.
+type tails struct {
+	g *Gateway
+
+	mu      sync.Mutex // guards m and every tail's waiters
+	m       map[tailKey]*tail
+	waiting int // waiters in all tails
+}
+
+type tailKey struct {
+	topic     string
+	partition int32
+}
+
+// tail is one partition's waiters and its running poll.
+type tail struct {
+	waiters map[*tailWaiter]struct{}
+	cancel  context.CancelFunc // ends the running poll
+}
+
+type tailWaiter struct {
+	offset int64
+	woke   chan struct{} // closed by the poll: data, or an error, past offset
+	data   *tailData     // set before woke is closed: what the poll read, nil after a failure
+}
+
+// tailData is a shared poll's answer, read-only: the batches at from.
+type tailData struct {
+	from, next, hw int64
+	raw            []byte
+}
+
+func newTails(g *Gateway) *tails { return &tails{g: g, m: map[tailKey]*tail{}} }
+
+// wait blocks until the partition probably holds data at or past offset
+// (or a poll of it failed): true, with the poll's answer when it has one;
+// or ctx ends: false.
+func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset int64) (*tailData, bool) {
+	k := tailKey{topic, partition}
+	w := &tailWaiter{offset: offset, woke: make(chan struct{})}
+	ts.mu.Lock()
+	t := ts.m[k]
+	if t == nil {
+		pctx, cancel := context.WithCancel(ts.g.ctx)
+		t = &tail{waiters: map[*tailWaiter]struct{}{}, cancel: cancel}
+		ts.m[k] = t
+		ts.g.wg.Add(1)
+		go func() {
+			defer ts.g.wg.Done()
+			ts.poll(pctx, k, t)
+		}()
+	}
+	t.waiters[w] = struct{}{}
+	ts.waiting++
+	ts.mu.Unlock()
+	select {
+	case <-w.woke:
+		return w.data, true
+	case <-ctx.Done():
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := t.waiters[w]; !ok {
+		return w.data, true // woken meanwhile
+	}
+	delete(t.waiters, w)
+	ts.waiting--
+	if len(t.waiters) == 0 && ts.m[k] == t {
+		// Nobody waits: the poll goes (a newcomer starts another).
+		delete(ts.m, k)
+		t.cancel()
+	}
+	return nil, false
+}
+
+// poll long-polls the partition's leader while t has waiters.
+func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
+	defer t.cancel()
+	var pause time.Duration // after a failed poll: a failure that persists is not a busy loop
+	for {
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+		}
+		ts.mu.Lock()
+		if ts.m[k] != t || len(t.waiters) == 0 {
+			if ts.m[k] == t {
+				delete(ts.m, k)
+			}
+			ts.mu.Unlock()
+			return
+		}
+		from := int64(-1)
+		for w := range t.waiters {
+			if from < 0 || w.offset < from {
+				from = w.offset
+			}
+		}
+		ts.mu.Unlock()
+
+		data, moved := ts.pollOnce(ctx, k, from)
+		pause = 0
+		if moved && (data == nil || len(data.raw) == 0) {
+			// It failed, or answered at once without batches: the next
+			// one could only do the same.
+			pause = time.Second
+		}
+		if ctx.Err() != nil {
+			// The last waiter left, or the gateway closes: the waiters'
+			// own contexts end them.
+			return
+		}
+		if !moved {
+			continue
+		}
+		ts.mu.Lock()
+		for w := range t.waiters {
+			w.data = data
+			close(w.woke)
+			delete(t.waiters, w)
+			ts.waiting--
+		}
+		ts.mu.Unlock()
+	}
+}
+
+// pollOnce is one long poll at from: moved when the partition holds data
+// there (or past it), with what it read; moved without data when the poll
+// failed and the waiters should fetch to learn why; not moved when it
+// waited its time out with nothing.
+func (ts *tails) pollOnce(ctx context.Context, k tailKey, from int64) (*tailData, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wsIdlePollWait+wsRetryBudget)
+	defer cancel()
+	fr, err := ts.g.fetchFrom(ctx, k.topic, k.partition, brokerapi.FetchParams{
+		Offset: from, MaxBytes: defaultMaxBytes, MaxWait: wsIdlePollWait, LeaderEpoch: -1,
+	})
+	if err != nil {
+		return nil, true
+	}
+	defer fr.Body.Close()
+	raw := make([]byte, fr.Size)
+	if _, err := io.ReadFull(fr.Body, raw); err != nil {
+		return nil, true
+	}
+	if fr.Size == 0 && fr.HighWatermark <= from {
+		return nil, false
+	}
+	return &tailData{from: from, next: fr.NextOffset, hw: fr.HighWatermark, raw: raw}, true
+}
+
+// collectors export the shared polls and their waiters.
+func (ts *tails) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_gateway_ws_tail_polls", Help: "Partitions long-polled on behalf of WebSocket streams waiting at their end (one poll each).",
+		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(len(ts.m)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_gateway_ws_tail_waiters", Help: "WebSocket streams waiting at the end of their partition on a shared poll.",
+		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(ts.waiting) }),
+	}
+}

@@ -1,0 +1,66 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-io/sluice/gateway"
+)
+
+// Streams with credit waiting at the end of one partition share one long
+// poll of it: every one of them gets a record as soon as it lands, and they
+// wait on the one poll again after it; when they go, the poll goes.
+func TestWSIdleStreamsShareOnePoll(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	const n = 50
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns := make([]*websocket.Conn, n)
+	for i := range conns {
+		c, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/0/ws?offset=latest&credit=100"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		conns[i] = c
+	}
+	// Stream 0 of partition 1 too: another partition, another poll.
+	other, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/1/ws?offset=latest&credit=100"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.CloseNow()
+	waitFor(t, 20*time.Second, "every stream waiting on a shared poll", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n+1
+	})
+	if got := gauge(t, cl.base, "sluice_gateway_ws_tail_polls"); got != 2 {
+		t.Fatalf("%v shared polls for %d streams on two partitions, want 2", got, n+1)
+	}
+	for round := range 3 {
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": round, "partition": 0}}}, nil)
+		for i, c := range conns {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("stream %d, round %d: %v", i, round, err)
+			}
+			if !strings.Contains(string(b), fmt.Sprintf(`"value":%d`, round)) {
+				t.Fatalf("stream %d, round %d: frame %s", i, round, b)
+			}
+		}
+		waitFor(t, 20*time.Second, "the streams waiting again", func() bool {
+			return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n+1
+		})
+	}
+	for _, c := range conns {
+		c.Close(websocket.StatusNormalClosure, "")
+	}
+	other.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, 20*time.Second, "the shared polls gone", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
+	})
+}
