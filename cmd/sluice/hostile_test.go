@@ -243,7 +243,7 @@ func TestHostileProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts sluice dev and attacks it for a minute or two")
 	}
-	const writeTimeout, readTimeout = 2 * time.Second, 3 * time.Second
+	const writeTimeout, readTimeout = 2 * time.Second, 15 * time.Second
 	// The limits go through the environment, which a binary from before
 	// they existed ignores: SLUICE_TEST_BINARY=<an older sluice> runs
 	// the same attacks against it (its answers fail the checks, the table
