@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // MaxCursorLen bounds a cursor a client sends (a few thousand partitions).
@@ -72,6 +74,14 @@ func DecodeCursor(s string) (Cursor, error) {
 			c.Positions = append(c.Positions, PartitionOffset{Topic: t, Partition: int32(p[0]), Offset: p[1]})
 		}
 	}
+	// The wire form is a map: give the positions one order, topic then
+	// partition, whatever order the map yields them in.
+	slices.SortFunc(c.Positions, func(a, b PartitionOffset) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
 	return c, nil
 }
 
