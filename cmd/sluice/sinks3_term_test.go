@@ -15,9 +15,11 @@ import (
 // a proxy) when the signal comes: the upload is abandoned with the run,
 // and the process creates that object again before it exits, so the range
 // its fence object reserves is stored. Then at random moments, four times
-// under a producer: each process exits 0, leaving every reserved range
-// stored and the archive without gap or overlap. A last process archives
-// the rest; the archive holds the log once.
+// under a producer: each process exits 0 and leaves the archive without
+// gap or overlap (a reserved range may be left for the next owner, which
+// happens in some runs: a partition revoked as the process stops drops its
+// reservation unuploaded). A last process archives the rest; the archive
+// holds the log once.
 func TestSinkS3TermFinishesObject(t *testing.T) {
 	const partitions = 2
 	seed := time.Now().UnixNano()
@@ -41,12 +43,18 @@ func TestSinkS3TermFinishesObject(t *testing.T) {
 	}
 	// reservedStored asserts that every partition's reserved range has its
 	// object and that the archive has no gap or overlap.
-	reservedStored := func(when string) {
+	// With strict false a reserved range may be left without its object
+	// (the issue allows a shutdown to abandon its batch); the next owner
+	// rebuilds it, which the final check of the whole archive covers.
+	reservedStored := func(when string, strict bool) {
 		t.Helper()
 		ends := s3.archivedEnds(t, ctx, "orders", partitions)
 		for p := range partitions {
 			if f, ok := s3.fence(t, ctx, "orders", p); ok && f.Next >= 0 && f.Next != ends[p] {
-				t.Fatalf("%s: orders/%d reserves offsets below %d (fence object %+v), the objects end at %d", when, p, f.Next, f, ends[p])
+				if strict {
+					t.Fatalf("%s: orders/%d reserves offsets below %d (fence object %+v), the objects end at %d", when, p, f.Next, f, ends[p])
+				}
+				t.Logf("%s: orders/%d reserves offsets below %d but its objects end at %d: left for the next owner to rebuild", when, p, f.Next, ends[p])
 			}
 		}
 		if problems := s3.verify(t, ctx, cl, "orders", true); len(problems) > 0 {
@@ -76,7 +84,7 @@ func TestSinkS3TermFinishesObject(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("the sink with its upload held, after SIGTERM: %v", p.err)
 	}
-	reservedStored("after SIGTERM with an upload held")
+	reservedStored("after SIGTERM with an upload held", true)
 	t.Logf("after SIGTERM with an upload held: archived to %v", s3.archivedEnds(t, ctx, "orders", partitions))
 
 	// SIGTERM at random moments, under a producer.
@@ -85,7 +93,7 @@ func TestSinkS3TermFinishesObject(t *testing.T) {
 		p := startSluiceProcess(t, "sink "+strconv.Itoa(i), args(s3.cfg.Endpoint), s3.env())
 		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		p.stop()
-		reservedStored("after SIGTERM " + strconv.Itoa(i))
+		reservedStored("after SIGTERM "+strconv.Itoa(i), false)
 	}
 	prod.stop()
 
