@@ -41,3 +41,14 @@ type ACL struct {
 type ACLList struct {
 	ACLs []ACL `json:"acls"`
 }
+
+// CreateSessionRequest is the body of POST /v1/session.
+type CreateSessionRequest struct {
+	Token string `json:"token"`
+}
+
+// Session answers GET and POST /v1/session.
+type Session struct {
+	Principal    string `json:"principal"`
+	AuthRequired bool   `json:"auth_required"`
+}

@@ -60,7 +60,25 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.URL.Path == "/v1/session" {
+			// Signing in and out needs no credentials; asking who one is
+			// takes them as any route does, but never requires them.
+			if r.Method != http.MethodGet {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
 		h := r.Header.Get("Authorization")
+		if c, err := r.Cookie(sessionCookie); h == "" && err == nil && c.Value != "" {
+			// A browser signed in with POST /v1/session.
+			principal, err := g.principalOf(r, c.Value)
+			if err != nil {
+				writeUnauthenticated(w, "the session's token is unknown, revoked or expired: sign in again")
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), principal)))
+			return
+		}
 		if h == "" {
 			// A verified client certificate names the caller.
 			if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -69,7 +87,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 					return
 				}
 			}
-			if g.auth.Required {
+			if g.auth.Required && r.URL.Path != "/v1/session" {
 				writeUnauthenticated(w, "this gateway requires a token: Authorization: Bearer slc_…")
 				return
 			}

@@ -256,6 +256,9 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/offsets", g.handleCommit)
 	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/offsets/reset", g.handleResetOffsets)
 	r.With(group(auth.OpRead)).Get("/v1/groups/{group}/ws", g.handleGroupWebSocket) // and READ on each topic (join)
+	r.Get("/v1/session", g.handleGetSession)                                        // open: who the caller is
+	r.Post("/v1/session", g.handleCreateSession)                                    // open: a token in, a cookie out
+	r.Delete("/v1/session", g.handleDeleteSession)                                  // open: the cookie cleared
 	r.With(cluster(auth.OpAlter)).Post("/v1/tokens", g.handleCreateToken)
 	r.With(cluster(auth.OpAlter)).Get("/v1/tokens", g.handleListTokens)
 	r.With(cluster(auth.OpAlter)).Delete("/v1/tokens/{id}", g.handleDeleteToken)

@@ -425,6 +425,8 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.GroupSummary{}, "GroupSummary", true, nil},
 		{api.GroupList{}, "GroupList", true, nil},
 		{api.CreateTokenRequest{}, "CreateTokenRequest", false, nil},
+		{api.CreateSessionRequest{}, "CreateSessionRequest", false, nil},
+		{api.Session{}, "Session", true, nil},
 		{api.Token{}, "Token", true, nil},
 		{api.TokenList{}, "TokenList", true, nil},
 		{api.ACL{}, "ACL", false, nil},

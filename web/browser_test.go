@@ -90,6 +90,20 @@ func (b *chrome) open(t *testing.T, url string, width, height int64) *tab {
 	return tb
 }
 
+// forget drops the console errors so far whose text holds substr: errors a
+// test caused on purpose (a refused sign-in's 401).
+func (tb *tab) forget(substr string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	kept := tb.console[:0]
+	for _, m := range tb.console {
+		if !strings.Contains(m.Text, substr) {
+			kept = append(kept, m)
+		}
+	}
+	tb.console = kept
+}
+
 // errors returns the console errors and uncaught exceptions so far.
 func (tb *tab) errors() []chromedp.ConsoleMessage {
 	tb.mu.Lock()

@@ -8,6 +8,10 @@ export class ApiError extends Error {
   }
 }
 
+// onUnauthenticated runs on every 401: the shell offers sign-in.
+let onUnauthenticated = null;
+export function whenUnauthenticated(f) { onUnauthenticated = f; }
+
 async function call(method, path, body, { signal, contentType = 'application/json' } = {}) {
   const init = { method, signal, headers: {} };
   if (body !== undefined) {
@@ -27,6 +31,7 @@ async function call(method, path, body, { signal, contentType = 'application/jso
   try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
   if (!res.ok) {
     const err = data && data.error;
+    if (res.status === 401 && onUnauthenticated) onUnauthenticated();
     throw new ApiError(res.status, err ? err.code : 'HTTP_' + res.status, err ? err.message : text || res.statusText);
   }
   return data;
@@ -46,6 +51,10 @@ export const api = {
   produce: (topic, body) => call('POST', `/v1/topics/${enc(topic)}/records?acks=all`, body),
   groups: opts => call('GET', '/v1/groups', undefined, opts),
   group: (name, opts) => call('GET', `/v1/groups/${enc(name)}`, undefined, opts),
+  // The session cookie (HttpOnly): a token in, sent by the browser with
+  // every later request and WebSocket of this page.
+  signIn: token => call('POST', '/v1/session', { token }),
+  session: () => call('GET', '/v1/session'),
 };
 
 // wsURL is the WebSocket address of a partition stream on this gateway.

@@ -2,6 +2,7 @@
 // the cluster status pill, pause and resume.
 import { h, replace } from './dom.js';
 import { sampler } from './sampler.js';
+import { api, whenUnauthenticated } from './api.js';
 import * as fmt from './format.js';
 import overview from './pages/overview.js';
 import topics from './pages/topics.js';
@@ -107,5 +108,49 @@ sampler.subscribe(() => {
   version.textContent = info.version ? 'sluice ' + info.version : '';
 });
 
-sampler.start();
-show();
+// Sign-in: a gateway started with --auth required answers 401 until the
+// browser holds a session cookie; the form exchanges a token for one, and
+// the current page is shown again.
+let started = false;
+function run() {
+  if (!started) {
+    started = true;
+    sampler.start();
+  }
+  show();
+}
+
+let signInShown = false;
+function showSignIn() {
+  if (signInShown) return;
+  signInShown = true;
+  const input = h('input', { id: 'signin-token', type: 'password', placeholder: 'slc_…', autocomplete: 'off', required: true });
+  const msg = h('p', { class: 'signin-error', id: 'signin-error' });
+  const form = h('form', { id: 'signin', class: 'signin' },
+    h('h2', {}, 'Sign in'),
+    h('p', {}, 'This gateway requires a token (sluice tokens create, or the bootstrap token).'),
+    input, h('button', { type: 'submit' }, 'Sign in'), msg);
+  const overlay = h('div', { class: 'signin-overlay' }, form);
+  form.addEventListener('submit', async ev => {
+    ev.preventDefault();
+    try {
+      await api.signIn(input.value.trim());
+    } catch (e) {
+      msg.textContent = e.code ? `${e.code}: ${e.message}` : String(e.message || e);
+      return;
+    }
+    overlay.remove();
+    signInShown = false;
+    run();
+  });
+  document.body.append(overlay);
+  input.focus();
+}
+whenUnauthenticated(showSignIn);
+
+run();
+// Offer sign-in at once where the gateway requires it (the pages' own
+// requests would be refused anyway, and a 401 shows the form too).
+api.session().then(s => {
+  if (s.auth_required && s.principal === 'User:ANONYMOUS') showSignIn();
+}, () => {});
