@@ -532,12 +532,14 @@ func (s *Sink) retry(ctx context.Context, f func() error) error {
 }
 
 // join joins the group, retrying retriable failures (the client has
-// retried them already) with backoff until ctx ends.
+// retried them already) with backoff until ctx ends. A topic that does not
+// exist yet is waited for too: a sink started with the rest of a stack may
+// come up before whoever creates its topics.
 func (s *Sink) join(ctx context.Context, gc *client.GroupConsumer) error {
 	backoff := s.opts.MinBackoff
 	for {
 		err := gc.Join(ctx)
-		if err == nil || !client.IsRetriable(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || (!client.IsRetriable(err) && !errors.Is(err, api.ErrUnknownTopic)) {
 			return err
 		}
 		s.log.Warn("sink: join failed; retrying", "err", err, "backoff", backoff)

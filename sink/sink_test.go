@@ -312,3 +312,24 @@ func TestTwoSinksOneStopsMidway(t *testing.T) {
 	checkHashFold(t, rdb, stores[sink.ModeHash].DataKey("orders"), log)
 	t.Logf("written: %v %v %v %v", sinks[0].Stats(), sinks[1].Stats(), sinks[2].Stats(), sinks[3].Stats())
 }
+
+// A sink started before its topic exists waits for it, then writes what is
+// produced to it.
+func TestSinkWaitsForItsTopic(t *testing.T) {
+	c := startCluster(t)
+	cl := newClient(t, c.URL, nil)
+	rdb := redisClient(t)
+	prefix := uniquePrefix(t, rdb)
+	st, err := sink.NewRedisStore(rdb, sink.RedisOptions{Group: "g-late", Mode: sink.ModeStream, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, cl, st, "late", "g-late", []string{"later"}, 0)
+	time.Sleep(300 * time.Millisecond) // a join or two refused with UNKNOWN_TOPIC
+	if _, err := cl.CreateTopic(testCtx(t), api.CreateTopicRequest{Name: "later", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	produceKeyed(t, cl, "later", 0, 100, 10, 0, 50)
+	waitFor(t, "the sink to write the 100 records", 30*time.Second, func() bool { return s.Stats().Written == 100 })
+	checkStream(t, rdb, prefix+"later", logOf(t, cl, "later", 2))
+}
