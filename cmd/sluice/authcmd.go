@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/client"
 )
 
 func tokensCmd(ctx context.Context, cio clientIO, args []string) error {
@@ -24,6 +25,25 @@ func aclsCmd(ctx context.Context, cio clientIO, args []string) error {
 		{"list", "the ACLs, optionally filtered", aclsList},
 		{"delete", "remove the ACLs a filter matches", aclsDelete},
 	}, args)
+}
+
+// flagsOnlyClient parses a verb that takes flags and no arguments, checks
+// its output switch (out may be nil) and returns a client of the gateway at
+// base; the caller closes it.
+func flagsOnlyClient(fs *flag.FlagSet, args []string, base, out *string, verb, synopsis string) (*client.Client, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != 0 {
+		return nil, usagef("%s takes flags only; usage: sluice %s", verb, synopsis)
+	}
+	if out != nil {
+		if err := checkOutput(*out); err != nil {
+			return nil, err
+		}
+	}
+	return newClient(*base)
 }
 
 func tokensCreate(ctx context.Context, cio clientIO, args []string) error {
@@ -62,17 +82,7 @@ func tokensList(ctx context.Context, cio clientIO, args []string) error {
 	const synopsis = "tokens list [-o text|json] [--url URL]"
 	fs := newFlags(cio, "tokens list", synopsis, "Lists the stored tokens: ids, principals, creation and expiry times.")
 	base, out := gatewayFlag(fs), outputFlag(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("tokens list takes no arguments; usage: sluice %s", synopsis)
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := newClient(*base)
+	cl, err := flagsOnlyClient(fs, args, base, out, "tokens list", synopsis)
 	if err != nil {
 		return err
 	}
@@ -150,23 +160,13 @@ func aclsCreate(ctx context.Context, cio clientIO, args []string) error {
 	fs := newFlags(cio, "acls create", synopsis, "Adds an ACL. A deny beats every allow; with no matching allow, the answer is no.")
 	base, out := gatewayFlag(fs), outputFlag(fs)
 	rule := aclFlags(fs)
-	pos, err := parseArgs(fs, args)
+	cl, err := flagsOnlyClient(fs, args, base, out, "acls create", synopsis)
 	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("acls create takes flags only; usage: sluice %s", synopsis)
-	}
-	if err := checkOutput(*out); err != nil {
 		return err
 	}
 	a := rule()
 	if a.Permission == "" {
 		a.Permission = "allow"
-	}
-	cl, err := newClient(*base)
-	if err != nil {
-		return err
 	}
 	defer cl.Close()
 	made, err := cl.CreateACL(ctx, a)
@@ -181,17 +181,7 @@ func aclsList(ctx context.Context, cio clientIO, args []string) error {
 	fs := newFlags(cio, "acls list", synopsis, "Lists the ACLs whose fields equal the given ones.")
 	base, out := gatewayFlag(fs), outputFlag(fs)
 	filter := aclFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("acls list takes flags only; usage: sluice %s", synopsis)
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := newClient(*base)
+	cl, err := flagsOnlyClient(fs, args, base, out, "acls list", synopsis)
 	if err != nil {
 		return err
 	}
@@ -208,17 +198,7 @@ func aclsDelete(ctx context.Context, cio clientIO, args []string) error {
 	fs := newFlags(cio, "acls delete", synopsis, "Removes every ACL whose fields equal the given ones (at least one) and lists them.")
 	base, out := gatewayFlag(fs), outputFlag(fs)
 	filter := aclFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("acls delete takes flags only; usage: sluice %s", synopsis)
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := newClient(*base)
+	cl, err := flagsOnlyClient(fs, args, base, out, "acls delete", synopsis)
 	if err != nil {
 		return err
 	}
