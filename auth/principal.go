@@ -20,3 +20,9 @@ func PrincipalFrom(ctx context.Context) string {
 	}
 	return Anonymous
 }
+
+// PrincipalIn returns the principal in ctx, ok false when there is none.
+func PrincipalIn(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(principalKey{}).(string)
+	return p, ok
+}

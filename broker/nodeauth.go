@@ -20,21 +20,34 @@ func callerNode(ctx context.Context) string {
 }
 
 // nodeAuth refuses internal requests that are not signed with the cluster
-// secret (401 UNAUTHENTICATED) and records the calling node. Without a
-// secret it lets everything through. Health probes and /metrics stay open.
+// secret (401 UNAUTHENTICATED) and records the calling node and the
+// principal it acts for (callerPrincipal). Without a secret it lets
+// everything through. Health probes and /metrics stay open.
 // It does not wrap the ResponseWriter (sendfile).
 func (b *Broker) nodeAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(b.opts.ClusterSecret) == 0 || !strings.HasPrefix(r.URL.Path, "/internal/") {
+		if !strings.HasPrefix(r.URL.Path, "/internal/") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		node, err := brokerapi.VerifyNode(b.opts.ClusterSecret, r, time.Now())
+		var node string
+		if len(b.opts.ClusterSecret) > 0 {
+			var err error
+			if node, err = brokerapi.VerifyNode(b.opts.ClusterSecret, r, time.Now()); err != nil {
+				api.WriteError(w, api.Errorf(api.CodeUnauthenticated, "internal API: %v", err))
+				return
+			}
+		}
+		principal, err := requestPrincipal(r, node)
 		if err != nil {
-			api.WriteError(w, api.Errorf(api.CodeUnauthenticated, "internal API: %v", err))
+			api.WriteError(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nodeKey{}, node)))
+		ctx := withPrincipal(r.Context(), principal)
+		if node != "" {
+			ctx = context.WithValue(ctx, nodeKey{}, node)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 )
 
 // Client calls brokers' internal APIs. It is safe for concurrent use and keeps
@@ -79,12 +80,16 @@ func expand(addr, route string, topic string, partition int32) string {
 	return "http://" + addr + p
 }
 
-// do runs a request and classifies transport failures as BROKER_UNAVAILABLE
+// do runs a request, naming the principal in its context (auth.WithPrincipal)
+// in HeaderPrincipal, and classifies transport failures as BROKER_UNAVAILABLE
 // (or the ctx's error) and non-2xx answers as the *api.Error they carry.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
 	hc := c.Reads
 	if req.Method == http.MethodPost && req.Header.Get("Content-Type") == api.ContentTypeBatches {
 		hc = c.HTTP
+	}
+	if p, ok := auth.PrincipalIn(req.Context()); ok {
+		req.Header.Set(HeaderPrincipal, p)
 	}
 	if c.Auth != nil {
 		c.Auth.Sign(req, time.Now())

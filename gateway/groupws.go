@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 )
 
 // A WebSocket group member: the connection is the member. The gateway joins
@@ -78,7 +79,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
-		g.leaveDetached(group, joined.MemberID)
+		g.leaveDetached(r.Context(), group, joined.MemberID)
 		return // Accept wrote the HTTP error
 	}
 	conn.SetReadLimit(api.MaxCursorLen + 256)
@@ -95,15 +96,16 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	err = m.run(ctx, joined.Assignment, joined.Grants, joined.MemberEpoch)
 	done()
 	// Leave first, so the partitions move at once and not after a session.
-	g.leaveDetached(group, joined.MemberID)
+	g.leaveDetached(r.Context(), group, joined.MemberID)
 	g.endStream(ctx, conn, err)
 	<-readerDone // ends with the connection
 }
 
 // leaveDetached removes a member on a context of its own (the request's may
-// be over), bounded to 5 s; a failure leaves the session to expire.
-func (g *Gateway) leaveDetached(group, member string) {
-	ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
+// be over) that acts for rctx's principal, bounded to 5 s; a failure leaves
+// the session to expire.
+func (g *Gateway) leaveDetached(rctx context.Context, group, member string) {
+	ctx, cancel := context.WithTimeout(auth.WithPrincipal(g.ctx, auth.PrincipalFrom(rctx)), 5*time.Second)
 	defer cancel()
 	if err := g.leave(ctx, group, member); err != nil && !errors.Is(err, &api.Error{Code: api.CodeUnknownMemberID}) {
 		g.log.Debug("a WebSocket member did not leave cleanly; its session will expire", "group", group, "member", member, "err", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 )
@@ -206,6 +207,7 @@ func (bs *partitionBatches) release() {
 // a client that sends faster than the brokers take waits for its own sends.
 func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs *partitionBatches, timeout time.Duration, retriable func(error) bool, res *reservation) {
 	var inline []int
+	principal := auth.PrincipalFrom(ctx) // the background sends act for the caller too
 	for j, p := range parts {
 		if !g.acks0.tryAcquire() {
 			inline = append(inline, j)
@@ -219,7 +221,7 @@ func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs
 			defer g.acks0.release()
 			defer own.release()
 			defer putBuf(bp)
-			ctx, cancel := context.WithTimeout(g.ctx, timeout)
+			ctx, cancel := context.WithTimeout(auth.WithPrincipal(g.ctx, principal), timeout)
 			defer cancel()
 			if _, err := g.produceTo(ctx, topic, p, "1", *bp, retriable); err != nil {
 				g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
@@ -64,7 +65,9 @@ func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset
 	ts.mu.Lock()
 	t := ts.m[k]
 	if t == nil {
-		pctx, cancel := context.WithCancel(ts.g.ctx)
+		// The poll serves the streams of any principal (each authorized
+		// when it started): it asks the leader as the gateway.
+		pctx, cancel := context.WithCancel(auth.WithPrincipal(ts.g.ctx, brokerapi.PrincipalGateway))
 		t = &tail{waiters: map[*tailWaiter]struct{}{}, cancel: cancel}
 		ts.m[k] = t
 		ts.g.wg.Add(1)
