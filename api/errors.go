@@ -72,9 +72,11 @@ const (
 	CodeTooManyGroups       Code = "TOO_MANY_GROUPS"
 	CodePolicyViolation     Code = "POLICY_VIOLATION"
 
-	CodeUnauthenticated Code = "UNAUTHENTICATED"
-	CodeNotAuthorized   Code = "NOT_AUTHORIZED"
-	CodeUnknownToken    Code = "UNKNOWN_TOKEN"
+	CodeUnauthenticated  Code = "UNAUTHENTICATED"
+	CodeNotAuthorized    Code = "NOT_AUTHORIZED"
+	CodeUnknownToken     Code = "UNKNOWN_TOKEN"
+	CodeOriginNotAllowed Code = "ORIGIN_NOT_ALLOWED"
+	CodeHostNotAllowed   Code = "HOST_NOT_ALLOWED"
 )
 
 var table = map[Code]Spec{
@@ -129,9 +131,11 @@ var table = map[Code]Spec{
 	CodeTooManyGroups:       {409, false, "the group's coordinator holds as many groups as it may; delete unused groups"},
 	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
 
-	CodeUnauthenticated: {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
-	CodeNotAuthorized:   {403, false, "the principal may not perform this operation on this resource"},
-	CodeUnknownToken:    {404, false, "no token with this id"},
+	CodeUnauthenticated:  {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
+	CodeNotAuthorized:    {403, false, "the principal may not perform this operation on this resource"},
+	CodeUnknownToken:     {404, false, "no token with this id"},
+	CodeOriginNotAllowed: {403, false, "the request's Origin is neither the gateway's own nor in its --allowed-origins"},
+	CodeHostNotAllowed:   {403, false, "the request's Host is not one of the gateway's names (--allowed-hosts, the hosts of --allowed-origins, an IP address or localhost)"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

@@ -57,6 +57,15 @@ type Options struct {
 	// Auth configures tokens and ACLs; the zero value lets everyone do
 	// everything (the embedded default).
 	Auth AuthOptions
+	// AllowedOrigins are the web origins (scheme://host[:port]) besides the
+	// gateway's own whose pages may open WebSockets and send requests that
+	// change state; AllowedHosts are the names clients reach the gateway
+	// by, besides the hosts of AllowedOrigins, localhost and IP addresses.
+	// Either list turns both checks on (a Host that is not a name of the
+	// gateway is refused with 403 HOST_NOT_ALLOWED, an Origin not allowed
+	// with 403 ORIGIN_NOT_ALLOWED). Default none: the WebSocket handshake
+	// only compares Origin with Host.
+	AllowedOrigins, AllowedHosts []string
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -78,7 +87,8 @@ type Gateway struct {
 	wsConns   *wsConns   // open WebSockets: limits, pings, shutdown
 	tails     *tails     // shared long polls of WebSocket streams at their partition's end
 	auth      AuthOptions
-	authStore *auth.Store // tokens and ACLs, watched
+	authStore *auth.Store  // tokens and ACLs, watched
+	origins   *originGuard // nil: no Origin or Host allow-list
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -117,8 +127,13 @@ func New(opts Options) (*Gateway, error) {
 	if opts.OffsetsTopicPartitions == 0 {
 		opts.OffsetsTopicPartitions = 50
 	}
+	origins, err := newOriginGuard(opts.AllowedOrigins, opts.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{opts: opts, log: opts.Logger.With("component", "gateway"), metrics: newGatewayMetrics(),
-		limits: limits, mem: &memBudget{limit: limits.ProduceMemoryBytes}, acks0: make(sendSlots, limits.Acks0MaxInFlight)}
+		limits: limits, mem: &memBudget{limit: limits.ProduceMemoryBytes}, acks0: make(sendSlots, limits.Acks0MaxInFlight),
+		origins: origins}
 	g.metrics.reg.MustRegister(g.limitCollectors()...)
 	g.wsConns = newWSConns(streams)
 	g.metrics.reg.MustRegister(g.wsConns.collectors()...)
@@ -215,7 +230,7 @@ func (g *Gateway) Close() error {
 // checks it.
 func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(recoverer(g.log), g.authenticate)
+	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})

@@ -77,7 +77,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())
 	if err != nil {
 		g.leaveDetached(r.Context(), group, joined.MemberID)
 		return // Accept wrote the HTTP error

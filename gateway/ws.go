@@ -61,7 +61,7 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}

@@ -20,10 +20,12 @@ const signInToken = "slc_00000000000000bb_22222222222222222222222222222222222222
 // token: it offers sign-in, refuses a wrong token, and after the right one
 // shows the cluster and tails a partition over a WebSocket that the session
 // cookie authenticates (a browser cannot add an Authorization header to a
-// WebSocket).
+// WebSocket). The gateway has Origin and Host allow-lists, which the
+// dashboard, served by the gateway itself, passes as its own origin.
 func TestDashboardSignIn(t *testing.T) {
 	b := newBrowser(t)
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: signInToken}})
+	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: signInToken},
+		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{"https://dash.example.com"} }})
 	post := func(path string, body any) []byte {
 		t.Helper()
 		raw, _ := json.Marshal(body)

@@ -33,6 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	limits := addLimitFlags(fs, api.LimitScopeGateway, api.LimitScopeBroker)
 	authf := addAuthFlags(fs)
+	originf := addOriginFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -118,6 +119,7 @@ func runDev(ctx context.Context, args []string) error {
 		ClusterSecret:          secret,
 	}
 	limits.applyGateway(&gwOpts)
+	originf.apply(&gwOpts)
 	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		return err

@@ -169,6 +169,7 @@ func runGateway(ctx context.Context, args []string) error {
 	authf := addAuthFlags(fs)
 	secretf := addClusterSecretFlag(fs)
 	tlsf := addTLSFlags(fs)
+	originf := addOriginFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -195,6 +196,7 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts}
 	gwLimits.applyGateway(&gwOpts)
+	originf.apply(&gwOpts)
 	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		return err

@@ -60,6 +60,8 @@ type Options struct {
 	ClusterSecret []byte
 	// GatewayAuth goes to the gateway (zero: no authentication).
 	GatewayAuth gateway.AuthOptions
+	// TuneGateway, when set, changes the gateway's options last.
+	TuneGateway func(*gateway.Options)
 	// LogTo, when set, receives the cluster's log lines too (tests that
 	// check what is logged).
 	LogTo io.Writer
@@ -89,8 +91,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Brokers; i++ {
 		c.StartBroker(i)
 	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4,
-		Auth: opts.GatewayAuth, ClusterSecret: opts.ClusterSecret})
+	gwOpts := gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4,
+		Auth: opts.GatewayAuth, ClusterSecret: opts.ClusterSecret}
+	if opts.TuneGateway != nil {
+		opts.TuneGateway(&gwOpts)
+	}
+	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
