@@ -40,6 +40,7 @@ func (b *Broker) routes() http.Handler {
 	r.Get(brokerapi.PathFetch, b.handleFetch)
 	r.Get(brokerapi.PathListOffsets, b.handleListOffsets)
 	r.Get(brokerapi.PathEpochEnd, b.handleEpochEnd)
+	r.Get(brokerapi.PathProducerSnapshot, b.handleProducerSnapshot)
 	r.Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
 	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)

@@ -5,17 +5,18 @@ package brokerapi
 
 // Routes of the internal API. {topic} and {partition} are path parameters.
 const (
-	PathProduce     = "/internal/v1/partitions/{topic}/{partition}/produce"
-	PathFetch       = "/internal/v1/partitions/{topic}/{partition}/fetch"
-	PathListOffsets = "/internal/v1/partitions/{topic}/{partition}/offsets"
-	PathEpochEnd    = "/internal/v1/partitions/{topic}/{partition}/epoch-end"
-	PathTopicStatus = "/internal/v1/topics/{topic}/status"
-	PathTopics      = "/internal/v1/topics"
-	PathTopic       = "/internal/v1/topics/{topic}"
-	PathTopicConfig = "/internal/v1/topics/{topic}/configs"
-	PathHealth      = "/internal/v1/health"
-	PathDrain       = "/internal/v1/drain"
-	PathStats       = "/internal/v1/stats"
+	PathProduce          = "/internal/v1/partitions/{topic}/{partition}/produce"
+	PathFetch            = "/internal/v1/partitions/{topic}/{partition}/fetch"
+	PathListOffsets      = "/internal/v1/partitions/{topic}/{partition}/offsets"
+	PathEpochEnd         = "/internal/v1/partitions/{topic}/{partition}/epoch-end"
+	PathProducerSnapshot = "/internal/v1/partitions/{topic}/{partition}/producer-snapshot"
+	PathTopicStatus      = "/internal/v1/topics/{topic}/status"
+	PathTopics           = "/internal/v1/topics"
+	PathTopic            = "/internal/v1/topics/{topic}"
+	PathTopicConfig      = "/internal/v1/topics/{topic}/configs"
+	PathHealth           = "/internal/v1/health"
+	PathDrain            = "/internal/v1/drain"
+	PathStats            = "/internal/v1/stats"
 )
 
 // ProduceResult answers a produce: the offsets the batches got.

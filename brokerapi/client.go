@@ -240,6 +240,35 @@ func (c *Client) EpochEnd(ctx context.Context, addr, topic string, partition, ep
 	return res, err
 }
 
+// MaxProducerSnapshot bounds the producer snapshot a follower takes from its
+// leader (a table of about 100 bytes per producer id: over half a million
+// ids, whose expiry keeps far fewer).
+const MaxProducerSnapshot = 64 << 20
+
+// ProducerSnapshot asks the leader for its producer table as of offset (its
+// log start, for a follower that starts over there). An answer with code
+// NOT_FOUND means the leader has no snapshot there.
+func (c *Client) ProducerSnapshot(ctx context.Context, addr, topic string, partition int32, offset int64, leaderEpoch int32) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathProducerSnapshot, topic, partition)+"?offset="+strconv.FormatInt(offset, 10), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(leaderEpoch)))
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxProducerSnapshot+1))
+	if err != nil {
+		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: producer snapshot cut short: %v", addr, err)
+	}
+	if len(b) > MaxProducerSnapshot {
+		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: producer snapshot larger than %d bytes", addr, MaxProducerSnapshot)
+	}
+	return b, nil
+}
+
 // TopicStatus asks a broker for the positions of the partitions it holds.
 func (c *Client) TopicStatus(ctx context.Context, addr, topic string) (TopicStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathTopicStatus, topic, 0), nil)

@@ -439,8 +439,14 @@ func TestCleanKeepsProducerState(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, "orders-0", "producer-snapshot")); err != nil {
-		t.Fatal(err)
+	snaps, _ := filepath.Glob(filepath.Join(dir, "orders-0", "*.producers"))
+	if len(snaps) == 0 {
+		t.Fatal("no producer snapshot to remove")
+	}
+	for _, s := range snaps {
+		if err := os.Remove(s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l = openLog(t, fsys, commitlog.Options{SegmentBytes: 1024})
 	defer l.Close()
@@ -519,7 +525,7 @@ func TestCleanAbandonsWhenSegmentsChange(t *testing.T) {
 	}{
 		{"retention", func(l *commitlog.Log) error { _, err := l.ApplyRetention(); return err }},
 		{"truncation", func(l *commitlog.Log) error { _, err := l.TruncateTo(5); return err }},
-		{"reset", func(l *commitlog.Log) error { return l.ResetTo(1000) }},
+		{"reset", func(l *commitlog.Log) error { return l.ResetTo(1000, nil) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -680,7 +680,7 @@ func TestResetTo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := l.ResetTo(500); err != nil {
+	if err := l.ResetTo(500, nil); err != nil {
 		t.Fatal(err)
 	}
 	if o := l.Offsets(); o.LogStart != 500 || o.LogEnd != 500 || o.HighWatermark != 500 {

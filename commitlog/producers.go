@@ -1,8 +1,6 @@
 package commitlog
 
 import (
-	"encoding/json"
-
 	"github.com/sluice-io/sluice/api"
 )
 
@@ -114,97 +112,3 @@ func (l *Log) ExpireProducers() int {
 	return l.producers.expire(l.opts.Now().Add(-l.opts.ProducerIDExpiration).UnixMilli())
 }
 
-// rebuildProducersLocked loads the producer snapshot (if it is not past the
-// log end) and replays the batch headers at or above its offset; without a
-// snapshot it replays the whole local log. The snapshot is what keeps the
-// table for batches whose segments retention or tiering already deleted.
-func (l *Log) rebuildProducersLocked() error {
-	l.producers = producerState{}
-	from := int64(-1)
-	if snap, ok := l.loadProducerSnapshotLocked(); ok && snap.Offset <= l.endLocked() {
-		l.producers, from = snap.state(), snap.Offset
-	}
-	var hbuf [api.BatchHeaderSize]byte
-	for _, seg := range l.segments {
-		if seg.next <= from {
-			continue
-		}
-		for pos := int64(0); pos < seg.size; {
-			h, err := seg.readHeader(pos, hbuf[:])
-			if err != nil {
-				return err
-			}
-			if h.BaseOffset >= from {
-				l.producers.record(h)
-			}
-			pos += int64(h.Size())
-		}
-	}
-	return nil
-}
-
-// The producer snapshot, file "producer-snapshot": JSON of the table as of
-// Offset (every batch below it is in it). Written, atomically, whenever a
-// segment is rolled (so it covers every closed segment before any of them
-// can be deleted) and at a clean close.
-const producerSnapshotFile = "producer-snapshot"
-
-type producerSnapshot struct {
-	Offset    int64                   `json:"offset"`
-	Producers map[int64]snapshotEntry `json:"producers"`
-}
-
-type snapshotEntry struct {
-	Epoch         int16           `json:"epoch"`
-	Batches       []snapshotBatch `json:"batches"`
-	LastTimestamp int64           `json:"last_timestamp,omitempty"`
-}
-
-type snapshotBatch struct {
-	FirstSeq    int32 `json:"first_seq"`
-	LastSeq     int32 `json:"last_seq"`
-	FirstOffset int64 `json:"first_offset"`
-	LastOffset  int64 `json:"last_offset"`
-}
-
-func (s producerSnapshot) state() producerState {
-	ps := producerState{producers: map[int64]*producerEntry{}}
-	for id, e := range s.Producers {
-		pe := &producerEntry{epoch: e.Epoch, lastTimestamp: e.LastTimestamp}
-		for _, b := range e.Batches {
-			pe.batches = append(pe.batches, producerBatch{b.FirstSeq, b.LastSeq, b.FirstOffset, b.LastOffset})
-		}
-		ps.producers[id] = pe
-	}
-	return ps
-}
-
-// saveProducerSnapshotLocked writes the table as of the log end.
-func (l *Log) saveProducerSnapshotLocked() error {
-	snap := producerSnapshot{Offset: l.endLocked(), Producers: map[int64]snapshotEntry{}}
-	for id, e := range l.producers.producers {
-		se := snapshotEntry{Epoch: e.epoch, LastTimestamp: e.lastTimestamp}
-		for _, b := range e.batches {
-			se.Batches = append(se.Batches, snapshotBatch{b.firstSeq, b.lastSeq, b.firstOffset, b.lastOffset})
-		}
-		snap.Producers[id] = se
-	}
-	data, err := json.Marshal(snap)
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(l.fs, l.dir, producerSnapshotFile, data)
-}
-
-func (l *Log) loadProducerSnapshotLocked() (producerSnapshot, bool) {
-	b, ok, err := ReadFile(l.fs, l.dir, producerSnapshotFile)
-	if err != nil || !ok {
-		return producerSnapshot{}, false
-	}
-	var snap producerSnapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		l.opts.Logger.Warn("ignoring an unreadable producer snapshot", "dir", l.dir, "err", err)
-		return producerSnapshot{}, false
-	}
-	return snap, true
-}

@@ -51,6 +51,11 @@ func (l *Log) load() error {
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	l.listProducerSnapshots(names)
 
 	if b, ok, err := ReadFile(l.fs, l.dir, epochFile); err != nil {
 		return fmt.Errorf("%w: %v", api.ErrStorage, err)

@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -75,6 +76,11 @@ func (l *Log) deleteOldestLocked(n int) error {
 		if err := s.remove(l.fs); err != nil {
 			return fmt.Errorf("%w: deleting segment %d: %v", api.ErrStorage, s.base, err)
 		}
+	}
+	// The snapshot at the new start stays: it holds the producers of the
+	// segments just deleted.
+	if err := l.removeProducerSnapshotsLocked(l.startLocked(), math.MaxInt64); err != nil {
+		return fmt.Errorf("%w: deleting producer snapshots: %v", api.ErrStorage, err)
 	}
 	l.notifyLocked()
 	return nil

@@ -1,10 +1,7 @@
 package commitlog
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -85,8 +82,21 @@ func (l *Log) cutSegmentLocked(seg *segment, pos int64) error {
 // ResetTo empties the log and restarts it at offset: every segment goes and a
 // new empty one starts there. A follower does this when its whole log lies
 // below the leader's log start (retention ran while it was away), since no
-// truncation can make the two agree.
-func (l *Log) ResetTo(offset int64) error {
+// truncation can make the two agree. producers, when not nil, is the
+// leader's producer snapshot as of offset (ProducerSnapshotAt): the table of
+// the producers whose batches lie below the new start, without which a retry
+// of one of them would be written again should this log lead. A snapshot
+// that does not parse or is not as of offset is refused (ErrCorruptRecord)
+// before anything changes.
+func (l *Log) ResetTo(offset int64, producers []byte) error {
+	var snap *producerSnapshot
+	if producers != nil {
+		s, err := decodeProducerSnapshot(producers, offset)
+		if err != nil {
+			return err
+		}
+		snap = &s
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -106,9 +116,15 @@ func (l *Log) ResetTo(offset int64) error {
 	l.hw = offset
 	l.epochs.entries = nil
 	l.producers = producerState{}
-	// A stale snapshot must not come back at the next open.
-	if err := l.fs.Remove(path.Join(l.dir, producerSnapshotFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Stale snapshots must not come back at the next open.
+	if err := l.removeProducerSnapshotsLocked(0, -1); err != nil {
 		return l.failLocked(err)
+	}
+	if snap != nil {
+		l.producers = snap.state()
+		if err := l.writeProducerSnapshotLocked(*snap); err != nil {
+			return l.failLocked(err)
+		}
 	}
 	if err := l.removeCleanerCheckpointLocked(); err != nil {
 		return l.failLocked(err)

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -178,11 +179,33 @@ func resetIfBehind(ctx context.Context, cfg FollowerConfig, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if leo := cfg.Log.Offsets().LogEnd; leo < res.LocalStartOffset {
-		log.Warn("local log ends below the leader's local log start; starting over there", "leo", leo, "leader_local_start", res.LocalStartOffset)
-		return cfg.Log.ResetTo(res.LocalStartOffset)
+	leo := cfg.Log.Offsets().LogEnd
+	if leo >= res.LocalStartOffset {
+		return nil
 	}
-	return nil
+	// The producers whose batches lie below the leader's start come with its
+	// snapshot there; without it (a leader that has none) this replica,
+	// should it lead, would write a retry of one of those batches again.
+	snap, err := cfg.Client.ProducerSnapshot(rctx, cfg.LeaderAddr, cfg.Topic, cfg.Partition, res.LocalStartOffset, cfg.LeaderEpoch)
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
+		// Either the leader's start moved on since we asked (its snapshot
+		// there went with the segments: ask again later) or it has none.
+		again, lerr := cfg.Client.ListOffsets(rctx, cfg.LeaderAddr, cfg.Topic, cfg.Partition, "earliest")
+		if lerr != nil {
+			return lerr
+		}
+		if again.LocalStartOffset != res.LocalStartOffset {
+			return fmt.Errorf("the leader's local log start moved from %d to %d", res.LocalStartOffset, again.LocalStartOffset)
+		}
+		log.Warn("the leader has no producer snapshot at its local log start; starting over without the producers below it", "leader_local_start", res.LocalStartOffset)
+		snap = nil
+	case err != nil:
+		return err
+	}
+	log.Warn("local log ends below the leader's local log start; starting over there", "leo", leo, "leader_local_start", res.LocalStartOffset, "producer_snapshot_bytes", len(snap))
+	return cfg.Log.ResetTo(res.LocalStartOffset, snap)
 }
 
 // backoff grows from 20 ms to 1 s.
