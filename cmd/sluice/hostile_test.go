@@ -248,7 +248,8 @@ func TestHostileProcess(t *testing.T) {
 	// they existed ignores: SLUICE_TEST_BINARY=<an older sluice> runs
 	// the same attacks against it (its answers fail the checks, the table
 	// still shows what they cost it).
-	p := startDevEnv(t, t.TempDir(), []string{hostileMemLimit, "SLUICE_LIMITS=" + strings.Join([]string{
+	dataDir := t.TempDir()
+	p := startDevEnv(t, dataDir, []string{hostileMemLimit, "SLUICE_LIMITS=" + strings.Join([]string{
 		fmt.Sprintf("%s=%d", api.LimitProduceMemoryBytes, hostileBudget),
 		fmt.Sprintf("%s=%d", api.LimitWriteTimeoutMs, writeTimeout.Milliseconds()),
 		fmt.Sprintf("%s=%d", api.LimitReadTimeoutMs, readTimeout.Milliseconds()),
@@ -303,6 +304,8 @@ func TestHostileProcess(t *testing.T) {
 	h.attack(t, "forged batch to a broker", func(t *testing.T) { attackForgedBatch(t, p.base) })
 	h.attack(t, "acks=0 flood", func(t *testing.T) { attackAcks0(t, p.base) })
 	h.attack(t, "10,000 producer ids", func(t *testing.T) { attackProducerIDs(t, p.base) })
+	rot := prepareRot(t, p.base, dataDir, 5000)
+	h.attack(t, "corrupt objects in the bucket", func(t *testing.T) { attackCorruptObjects(t, p.base, rot) })
 }
 
 // emptyRecordsBody is {"records":[{},{},...]} with n records.
