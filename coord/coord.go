@@ -56,6 +56,9 @@ var (
 	ErrConnectionLoss = errors.New("coord: connection lost")
 	// ErrClosed: the handle was closed.
 	ErrClosed = errors.New("coord: closed")
+	// ErrNoAuth: the node's ACL does not let this session do the operation
+	// (ZooKeeper with digest ACLs, reached without the right credentials).
+	ErrNoAuth = errors.New("coord: not authorized by the node's ACL")
 )
 
 // MaxDataSize is the largest node data either implementation accepts. ZooKeeper's

@@ -34,6 +34,14 @@ type ZKOptions struct {
 	SessionTimeout time.Duration
 	// Logger receives the ZooKeeper client's connection log. Default nil: discarded.
 	Logger Logger
+	// DigestUser and DigestPassword, when set (both or neither), are
+	// credentials of ZooKeeper's digest scheme: every session of the
+	// handle authenticates with them before its first request, and every
+	// node the handle creates (the chroot included) gets an ACL that gives
+	// this user every permission and nobody else any (ZooKeeper still lets
+	// anyone see whether a node exists). Default none: nodes are open to
+	// all (world:anyone).
+	DigestUser, DigestPassword string
 }
 
 func (o *ZKOptions) validate() error {
@@ -54,7 +62,21 @@ func (o *ZKOptions) validate() error {
 	if o.SessionTimeout < 0 {
 		return fmt.Errorf("coord: ZKOptions.SessionTimeout %v is negative", o.SessionTimeout)
 	}
+	if (o.DigestUser == "") != (o.DigestPassword == "") {
+		return errors.New("coord: ZooKeeper digest credentials need both a user and a password")
+	}
+	if strings.ContainsAny(o.DigestUser, ":\n") {
+		return errors.New("coord: a ZooKeeper digest user may not contain ':' or a newline")
+	}
 	return nil
+}
+
+// acl is the ACL of every node the options create.
+func (o *ZKOptions) acl() []zk.ACL {
+	if o.DigestUser == "" {
+		return zk.WorldACL(zk.PermAll)
+	}
+	return zk.DigestACL(zk.PermAll, o.DigestUser, o.DigestPassword)
 }
 
 // ParseZKConnect splits a ZooKeeper connect string, "host:port,host:port/chroot",
@@ -124,6 +146,7 @@ func ParseZKConnect(s string) (servers []string, chroot string, err error) {
 type ZK struct {
 	conn    *zk.Conn
 	chroot  string
+	acl     []zk.ACL      // of every node this handle creates
 	feed    *sessionFeed  // owned: started by DialZK, stopped by Close
 	libDone chan struct{} // closed when the client's event channel closes: its goroutines are done
 
@@ -145,6 +168,7 @@ func DialZK(ctx context.Context, opts ZKOptions) (*ZK, error) {
 	}
 	z := &ZK{
 		chroot:    opts.Chroot,
+		acl:       opts.acl(),
 		feed:      newSessionFeed(),
 		libDone:   make(chan struct{}),
 		firstSess: make(chan struct{}),
@@ -182,6 +206,17 @@ func DialZK(ctx context.Context, opts ZKOptions) (*ZK, error) {
 			return nil, fmt.Errorf("coord: dial zookeeper %v: %w (%w)", opts.Servers, ErrConnectionLoss, ctx.Err())
 		}
 	}
+	if opts.DigestUser != "" {
+		// The client sends the credentials again at every later session
+		// before any queued request, so nothing runs unauthenticated.
+		err := z.call(ctx, func() error {
+			return z.conn.AddAuth("digest", []byte(opts.DigestUser+":"+opts.DigestPassword))
+		})
+		if err != nil {
+			_ = z.Close()
+			return nil, fmt.Errorf("coord: zookeeper digest authentication: %w", err)
+		}
+	}
 	if z.chroot != "" {
 		if err := z.ensureChroot(ctx); err != nil {
 			_ = z.Close()
@@ -199,7 +234,7 @@ func (z *ZK) ensureChroot(ctx context.Context) error {
 		}
 		p := z.chroot[:i]
 		err := z.call(ctx, func() error {
-			_, err := z.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := z.conn.Create(p, nil, 0, z.acl)
 			return err
 		})
 		if err != nil && !errors.Is(err, ErrNodeExists) {
@@ -312,6 +347,8 @@ func (z *ZK) mapErr(err error) error {
 		return ErrNoChildrenForEphemerals
 	case errors.Is(err, zk.ErrInvalidPath):
 		return ErrInvalidPath
+	case errors.Is(err, zk.ErrNoAuth):
+		return ErrNoAuth
 	case errors.Is(err, zk.ErrSessionExpired):
 		return ErrSessionExpired
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrClosing),
@@ -425,7 +462,7 @@ func (z *ZK) Create(ctx context.Context, path string, data []byte, flags CreateF
 	var created string
 	err := z.call(ctx, func() error {
 		var err error
-		created, err = z.conn.Create(z.full(path), data, zkCreateFlags(flags), zk.WorldACL(zk.PermAll))
+		created, err = z.conn.Create(z.full(path), data, zkCreateFlags(flags), z.acl)
 		return err
 	})
 	if errors.Is(err, ErrNoNode) {
@@ -600,7 +637,7 @@ func (z *ZK) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 		full := z.full(op.path)
 		switch op.kind {
 		case opCreate:
-			reqs[i] = &zk.CreateRequest{Path: full, Data: op.data, Acl: zk.WorldACL(zk.PermAll), Flags: zkCreateFlags(op.flags)}
+			reqs[i] = &zk.CreateRequest{Path: full, Data: op.data, Acl: z.acl, Flags: zkCreateFlags(op.flags)}
 		case opSet:
 			reqs[i] = &zk.SetDataRequest{Path: full, Data: op.data, Version: op.version}
 		case opDelete:

@@ -51,10 +51,12 @@ func (l *testLogger) Printf(format string, args ...any) {
 }
 
 // zkHarness gives a test its own random chroot on the test server and removes it
-// when the test ends.
+// when the test ends. With user set, its handles authenticate (digest) and
+// create nodes only that user may use.
 type zkHarness struct {
-	addr   string
-	chroot string
+	addr       string
+	chroot     string
+	user, pass string
 }
 
 func newZKHarness(t *testing.T) *zkHarness {
@@ -78,6 +80,8 @@ func (h *zkHarness) dial(t *testing.T, sessionTimeout time.Duration) (*ZK, *zkPr
 		Chroot:         h.chroot,
 		SessionTimeout: sessionTimeout,
 		Logger:         newTestLogger(t),
+		DigestUser:     h.user,
+		DigestPassword: h.pass,
 	})
 	if err != nil {
 		t.Fatalf("DialZK: %v", err)
@@ -90,7 +94,7 @@ func (h *zkHarness) dial(t *testing.T, sessionTimeout time.Duration) (*ZK, *zkPr
 func (h *zkHarness) removeChroot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	z, err := DialZK(ctx, ZKOptions{Servers: []string{h.addr}})
+	z, err := DialZK(ctx, ZKOptions{Servers: []string{h.addr}, DigestUser: h.user, DigestPassword: h.pass})
 	if err != nil {
 		t.Logf("cleanup: %v", err)
 		return

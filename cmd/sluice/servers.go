@@ -24,13 +24,37 @@ import (
 type zkFlags struct {
 	connect        *string
 	sessionTimeout *time.Duration
+	user           *string
+	passwordFile   *string
 }
 
 func addZKFlags(fs *flag.FlagSet) zkFlags {
 	return zkFlags{
 		connect:        fs.String("zk", envOr("SLUICE_ZK", "127.0.0.1:2181"), "ZooKeeper ensemble host:port[,host:port][/chroot] (env SLUICE_ZK)"),
 		sessionTimeout: fs.Duration("zk-session-timeout", envDuration("SLUICE_ZK_SESSION_TIMEOUT", 6*time.Second), "ZooKeeper session timeout (env SLUICE_ZK_SESSION_TIMEOUT)"),
+		user:           fs.String("zk-user", envOr("SLUICE_ZK_USER", ""), "ZooKeeper digest user: sessions authenticate as it and every node the cluster creates is readable and writable by it alone; every node of the cluster needs the same user and password (env SLUICE_ZK_USER)"),
+		// Like the S3 secret: never on the command line, never in -h.
+		passwordFile: fs.String("zk-password-file", "", "file holding the password of --zk-user (trailing newline ignored); default: the environment variable SLUICE_ZK_PASSWORD"),
 	}
+}
+
+// credentials are the digest user and password, both or neither.
+func (z zkFlags) credentials() (user, password string, err error) {
+	password = os.Getenv("SLUICE_ZK_PASSWORD")
+	if *z.passwordFile != "" {
+		b, err := os.ReadFile(*z.passwordFile)
+		if err != nil {
+			return "", "", fmt.Errorf("--zk-password-file: %w", err)
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	switch {
+	case *z.user == "" && password != "":
+		return "", "", errors.New("a ZooKeeper password (SLUICE_ZK_PASSWORD or --zk-password-file) needs --zk-user")
+	case *z.user != "" && password == "":
+		return "", "", errors.New("--zk-user needs a password: SLUICE_ZK_PASSWORD or --zk-password-file")
+	}
+	return *z.user, password, nil
 }
 
 func (z zkFlags) dial(ctx context.Context, logger *slog.Logger) (*coord.ZK, error) {
@@ -38,11 +62,16 @@ func (z zkFlags) dial(ctx context.Context, logger *slog.Logger) (*coord.ZK, erro
 	if err != nil {
 		return nil, err
 	}
+	user, password, err := z.credentials()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return coord.DialZK(ctx, coord.ZKOptions{
 		Servers: servers, Chroot: chroot, SessionTimeout: *z.sessionTimeout,
-		Logger: log.New(slogWriter{logger}, "", 0),
+		Logger:     log.New(slogWriter{logger}, "", 0),
+		DigestUser: user, DigestPassword: password,
 	})
 }
 

@@ -79,6 +79,10 @@ type Options struct {
 	// the partition count of __consumer_offsets, which the first group
 	// request creates. Default 0: the gateway's own default.
 	OffsetsTopicPartitions int
+	// ZKUser and ZKPassword, when set, are every process's ZooKeeper
+	// digest credentials (--zk-user, --zk-password-file), and Coord's.
+	// Default none: open nodes.
+	ZKUser, ZKPassword string
 }
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
@@ -131,7 +135,9 @@ type Cluster struct {
 	extra   []*Proxy            // other proxies (GatewayProxy), closed with the links
 	http    *http.Client
 	zk      coord.Coordinator // Coord, opened on first use
-	bucket  tier.Bucket       // Bucket, opened on first use
+	// zkPasswordFile holds Options.ZKPassword for the processes.
+	zkPasswordFile string
+	bucket         tier.Bucket // Bucket, opened on first use
 }
 
 // Broker is one broker process of the cluster.
@@ -231,6 +237,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	_, chroot, _ := strings.Cut(c.ZK, "/")
+	if opts.ZKUser != "" {
+		c.zkPasswordFile = filepath.Join(t.TempDir(), "zk-password")
+		if err := os.WriteFile(c.zkPasswordFile, []byte(opts.ZKPassword+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, id := range c.BrokerIDs() {
 		b := c.brokers[id]
 		args := []string{"broker", "--id", strconv.Itoa(int(id)), "--addr", b.Addr, "--data", b.DataDir,
@@ -238,6 +250,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--zk-session-timeout", opts.SessionTimeout.String(),
 			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
 			"--log-level", opts.LogLevel}
+		args = append(args, c.zkCredentialArgs()...)
 		if s3 := opts.S3; s3 != nil {
 			secretFile := filepath.Join(filepath.Dir(b.DataDir), fmt.Sprintf("s3-secret-%d", id))
 			if err := os.WriteFile(secretFile, []byte(s3.SecretKey+"\n"), 0o600); err != nil {
@@ -276,7 +289,15 @@ func (c *Cluster) gatewayArgs(addr string) []string {
 	if n := c.opts.OffsetsTopicPartitions; n > 0 {
 		args = append(args, "--offsets-topic-partitions", strconv.Itoa(n))
 	}
-	return args
+	return append(args, c.zkCredentialArgs()...)
+}
+
+// zkCredentialArgs are the processes' ZooKeeper credential flags.
+func (c *Cluster) zkCredentialArgs() []string {
+	if c.opts.ZKUser == "" {
+		return nil
+	}
+	return []string{"--zk-user", c.opts.ZKUser, "--zk-password-file", c.zkPasswordFile}
 }
 
 // waitGateway waits until the gateway at url sees every broker and a

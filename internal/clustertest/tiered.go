@@ -39,7 +39,8 @@ func (c *Cluster) Coord() coord.Coordinator {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	z, err := coord.DialZK(ctx, coord.ZKOptions{Servers: servers, Chroot: chroot, SessionTimeout: 10 * time.Second})
+	z, err := coord.DialZK(ctx, coord.ZKOptions{Servers: servers, Chroot: chroot, SessionTimeout: 10 * time.Second,
+		DigestUser: c.opts.ZKUser, DigestPassword: c.opts.ZKPassword})
 	if err != nil {
 		c.T.Fatalf("dial the cluster's ZooKeeper: %v", err)
 	}
