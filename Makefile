@@ -12,7 +12,7 @@ help:
 	@echo 'make run            build, then bin/sluice dev (reads SLUICE_ADDR, SLUICE_DATA)'
 	@echo 'make test           install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
 	@echo 'make test-deploy    the deploy/ module: manifests, compose file, dashboard, the compose stack as processes'
-	@echo 'make bench          Go benchmarks (with the services up), then bin/sluice bench'
+	@echo 'make bench          Go benchmarks, then every bin/sluice bench scenario (services up); table in bench-results.md'
 	@echo 'make lint           go vet and gofmt'
 	@echo 'make fuzz           each fuzz target in FUZZ_TARGETS for FUZZ_EXECS executions'
 	@echo 'make screenshots    the dashboard test in Chromium, saving each page to docs/screenshots'
@@ -38,21 +38,17 @@ test-deploy:
 	SLUICE_TEST_SERVICES='zookeeper redis versitygw' scripts/with-services.sh \
 		bash -c 'cd deploy && $(GO) test $(DEPLOY_TEST_FLAGS) ./...'
 
+# make bench: the Go benchmarks, then scripts/bench.sh runs every `sluice
+# bench` scenario against its baseline with ZooKeeper, Redis and versitygw
+# up; each appends its row to BENCH_RESULTS, a Markdown table printed at
+# the end, with the load average before and after (the machine is shared).
+BENCH_RESULTS ?= bench-results.md
 bench: build
 	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
-	@echo '== produce through the gateway vs a plain append-to-file HTTP server (acks=1, RF=1)'
-	./bin/sluice bench produce
-	@echo '== acks=all on replication factor 3 vs acks=1 on replication factor 1, three brokers'
-	./bin/sluice bench produce --brokers 3 --replication-factor 3 --acks all --baseline rf1
-	@echo '== consume from offset 0: all in the object store (a local directory here) vs local disk'
-	./bin/sluice bench consume --cold --raw
-	@echo '== consume through a consumer group (cursors, commits beside the polls) vs plain partition fetches, RF=3'
-	./bin/sluice bench consume --group --brokers 3 --replication-factor 3 --records 200000 --rounds 5
-	@echo '== sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 vs plain PUTs of the same objects'
-	SLUICE_TEST_SERVICES='redis versitygw' scripts/with-services.sh bash -c '\
-		./bin/sluice bench sink redis --redis redis://$$SLUICE_TEST_REDIS/0 && \
-		SLUICE_S3_SECRET_KEY=$$SLUICE_TEST_S3_SECRET_KEY ./bin/sluice bench sink s3 --size 1000 --records 100000 --max-records 5000 \
-			--s3-endpoint $$SLUICE_TEST_S3_ENDPOINT --s3-bucket $$SLUICE_TEST_S3_BUCKET --s3-access-key $$SLUICE_TEST_S3_ACCESS_KEY --s3-prefix bench'
+	@printf '# sluice bench, %s\n\nLoad average before: %s\n' "$$(date -u +%FT%TZ)" "$$(cut -d' ' -f1-3 /proc/loadavg)" >$(BENCH_RESULTS)
+	SLUICE_TEST_SERVICES='zookeeper redis versitygw' BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) scripts/with-services.sh scripts/bench.sh
+	@printf '\nLoad average after: %s\n' "$$(cut -d' ' -f1-3 /proc/loadavg)" >>$(BENCH_RESULTS)
+	@echo; cat $(BENCH_RESULTS)
 
 lint:
 	$(GO) vet ./...

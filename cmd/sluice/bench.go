@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,8 @@ type benchConfig struct {
 	raw         bool
 	rounds      int
 	configs     map[string]string
+	// fetchRecords is max_records of a JSON consume's fetches; 0: 10,000.
+	fetchRecords int
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -54,8 +57,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "sink" {
 		return benchSink(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "e2e" {
+		return benchE2E(ctx, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		return errors.New("usage: sluice bench produce|consume|ws|sink [flags]")
+		return errors.New("usage: sluice bench produce|consume|e2e|ws|sink [flags]")
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)
@@ -71,7 +77,11 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.size, "size", 100, "bytes per record value")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long to produce in each round")
 	fs.StringVar(&c.acks, "acks", "1", "acks for produce: 0, 1 or all")
-	fs.StringVar(&c.baseline, "baseline", "append", "produce: what to compare with, run in alternating rounds in the same process: append (a plain net/http server that only appends bodies to a file: the ceiling), rf1 (acks=1 on a replication-factor-1 topic of the same cluster), or none")
+	fs.StringVar(&c.baseline, "baseline", "", "what to compare with, run in alternating rounds in the same process; produce: append (the default: a plain net/http server that only appends bodies to a file, the ceiling), rf1 (acks=1 on a replication-factor-1 topic of the same cluster) or none; consume: sendfile (with --raw: a plain HTTP server sending the same segment files with sendfile) or redis (Redis XREAD COUNT 1000 of the same records, --redis)")
+	processes := fs.Bool("processes", false, "run the cluster as processes of this binary: --brokers `sluice broker` processes and a `sluice gateway`, coordinated through the ZooKeeper at --zk")
+	zk := fs.String("zk", envOr("SLUICE_TEST_ZK", ""), "--processes: ZooKeeper host:port (env SLUICE_TEST_ZK)")
+	redisURL := fs.String("redis", redisBenchURL(), "consume --baseline redis: the Redis to read from (env SLUICE_REDIS_URL, else SLUICE_TEST_REDIS); keys under sluice-bench:")
+	resultsPath := addResultsFlag(fs)
 	c.configs = map[string]string{}
 	fs.Func("config", "topic config key=value for a created topic (repeatable)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
@@ -105,20 +115,40 @@ func runBench(ctx context.Context, args []string) error {
 	if c.size < 2 || c.batch < 1 || c.connections < 1 || c.rounds < 1 {
 		return errors.New("--size must be >= 2, --batch, --connections and --rounds >= 1")
 	}
-	if c.baseline != "append" && c.baseline != "rf1" && c.baseline != "none" {
-		return fmt.Errorf("--baseline %q: want append, rf1 or none", c.baseline)
+	switch {
+	case c.baseline == "" && mode == "produce":
+		c.baseline = "append"
+	case c.baseline == "":
+		c.baseline = "none"
+	case mode == "produce" && c.baseline != "append" && c.baseline != "rf1" && c.baseline != "none":
+		return fmt.Errorf("--baseline %q: produce compares with append, rf1 or none", c.baseline)
+	case mode == "consume" && c.baseline != "sendfile" && c.baseline != "redis" && c.baseline != "none":
+		return fmt.Errorf("--baseline %q: consume compares with sendfile (--raw), redis or none", c.baseline)
+	case c.baseline == "sendfile" && (!c.raw || c.url != "" || *processes):
+		return errors.New("--baseline sendfile reads the embedded cluster's segment files: it needs --raw, and neither --url nor --processes")
 	}
-	if c.url == "" {
-		bucket, err := s3.open(ctx)
-		if err != nil {
-			return err
-		}
-		url, stop, err := startEmbedded(c.brokers, bucket)
+	if c.baseline == "sendfile" && c.brokers != 1 {
+		return errors.New("--baseline sendfile: one broker (its files are the ones served)")
+	}
+	var dataDir string
+	if c.url == "" && *processes {
+		url, stop, err := startProcessCluster(ctx, c.brokers, *zk)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		c.url = url
+	} else if c.url == "" {
+		bucket, err := s3.open(ctx)
+		if err != nil {
+			return err
+		}
+		url, dir, stop, err := startEmbedded(c.brokers, bucket)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		c.url, dataDir = url, dir
 	}
 	if err := ensureTopic(c.url, c.topic, c.partitions, c.rf, c.configs); err != nil {
 		return err
@@ -130,10 +160,16 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	if mode == "consume" && *cold {
-		return benchCold(ctx, c, *records)
+		return benchCold(ctx, c, *records, *resultsPath)
 	}
 	if mode == "consume" && *group {
-		return benchGroup(ctx, c, *records)
+		return benchGroup(ctx, c, *records, *resultsPath)
+	}
+	if mode == "consume" && c.baseline == "sendfile" {
+		return benchSendfile(ctx, c, *records, dataDir, *resultsPath)
+	}
+	if mode == "consume" && c.baseline == "redis" {
+		return benchConsumeRedis(ctx, c, *records, *redisURL, *resultsPath)
 	}
 	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.connections, c.batch, c.size, c.duration, c.acks, c.rf)
 	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
@@ -181,8 +217,34 @@ func runBench(ctx context.Context, args []string) error {
 		// machine hit both; medians keep one bad round from deciding.
 		fmt.Printf("median records/s: baseline %.0f, sluice %.0f; ratio sluice/baseline: %.2f\n",
 			median(bases), median(results), median(results)/median(bases))
+		row := benchRow{scenario: "produce", unit: "records/s", baseline: fmt.Sprintf("append-to-file HTTP server %.0f", median(bases)),
+			sluice: fmt.Sprintf("%.0f", median(results)), ratio: ratioCell(median(results), median(bases))}
+		if c.baseline == "rf1" {
+			where := "in one process"
+			if *processes {
+				where = "processes + ZooKeeper"
+			}
+			row.scenario = fmt.Sprintf("produce acks=%s RF=%d, %d brokers (%s)", c.acks, c.rf, c.brokers, where)
+			row.baseline = fmt.Sprintf("acks=1 RF=1 %.0f", median(bases))
+			row.aim = "≥ 0.6"
+		} else {
+			row.scenario = fmt.Sprintf("produce acks=%s RF=%d", c.acks, c.rf)
+		}
+		return appendBenchRow(*resultsPath, row)
 	}
 	return nil
+}
+
+// redisBenchURL is the Redis a bench compares with: SLUICE_REDIS_URL, else
+// the test services' SLUICE_TEST_REDIS, else the default port.
+func redisBenchURL() string {
+	if u := os.Getenv("SLUICE_REDIS_URL"); u != "" {
+		return u
+	}
+	if a := os.Getenv("SLUICE_TEST_REDIS"); a != "" {
+		return "redis://" + a + "/0"
+	}
+	return "redis://127.0.0.1:6379/0"
 }
 
 func median(v []float64) float64 {
@@ -353,7 +415,7 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 			next := p.LogStartOffset
 			for next < p.HighWatermark && ctx.Err() == nil {
 				t0 := time.Now()
-				route := "records?max_records=10000&max_bytes=4194304"
+				route := fmt.Sprintf("records?max_records=%d&max_bytes=4194304", cmp.Or(c.fetchRecords, 10000))
 				if c.raw {
 					route = "batches?max_bytes=4194304"
 				}
@@ -429,21 +491,22 @@ func ensureTopic(base, topic string, partitions, rf int, configs map[string]stri
 }
 
 // startEmbedded runs a cluster of n brokers in this process on a temporary
-// directory, for benchmarking without a separate server.
-func startEmbedded(n int, bucket tier.Bucket) (string, func(), error) {
+// directory (returned: broker i's data is in broker-i), for benchmarking
+// without a separate server.
+func startEmbedded(n int, bucket tier.Bucket) (string, string, func(), error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if bucket == nil {
 		if bucket, err = tier.OpenLocalDir(filepath.Join(dir, "tier")); err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := coord.NewMemStore(coord.MemOptions{})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	var brokers []*broker.Broker
 	for i := 1; i <= n; i++ {
@@ -453,19 +516,19 @@ func startEmbedded(n int, bucket tier.Bucket) (string, func(), error) {
 			// measures the object store and not memory.
 			ColdRead: tier.ColdReaderOptions{CacheBytes: 8 << 20}})
 		if err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = b.Start(ctx)
 		cancel()
 		if err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 		brokers = append(brokers, b)
 	}
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	gw.Start()
 	url := "http://" + gw.Addr()
@@ -478,7 +541,7 @@ func startEmbedded(n int, bucket tier.Bucket) (string, func(), error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return url, func() {
+	return url, dir, func() {
 		gw.Close()
 		for _, b := range brokers {
 			b.Close()
@@ -527,7 +590,7 @@ func startAppendServer() (string, func(), error) {
 // benchCold compares reading the same data from the object store and from
 // local disk: two topics get the same records; the tiered one keeps nothing
 // locally once it is uploaded (only its active segment stays).
-func benchCold(ctx context.Context, c benchConfig, records int) error {
+func benchCold(ctx context.Context, c benchConfig, records int, results string) error {
 	hot, cold := c.topic+"-hot", c.topic+"-cold"
 	if err := ensureTopic(c.url, hot, c.partitions, c.rf, map[string]string{"segment.bytes": "262144"}); err != nil {
 		return err
@@ -592,5 +655,11 @@ func benchCold(ctx context.Context, c benchConfig, records int) error {
 		}
 	}
 	fmt.Printf("median records/s: local %.0f, remote %.0f; ratio remote/local: %.2f\n", median(hots), median(colds), median(colds)/median(hots))
-	return nil
+	kind := "JSON"
+	if c.raw {
+		kind = "raw"
+	}
+	return appendBenchRow(results, benchRow{scenario: fmt.Sprintf("consume %s, cold (object store) from offset 0", kind), unit: "records/s",
+		baseline: fmt.Sprintf("hot (local disk) %.0f", median(hots)), sluice: fmt.Sprintf("%.0f", median(colds)),
+		ratio: ratioCell(median(colds), median(hots)), aim: "≥ 0.7"})
 }

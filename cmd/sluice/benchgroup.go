@@ -20,7 +20,7 @@ import (
 // polls) with plain
 // partition fetches of the same records, in alternating rounds, and reports
 // commit latency.
-func benchGroup(ctx context.Context, c benchConfig, records int) error {
+func benchGroup(ctx context.Context, c benchConfig, records int, results string) error {
 	if err := fillTopic(c, c.topic, records); err != nil {
 		return err
 	}
@@ -62,7 +62,9 @@ func benchGroup(ctx context.Context, c benchConfig, records int) error {
 	}
 	fmt.Printf("commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
 	fmt.Printf("median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
-	return nil
+	return appendBenchRow(results, benchRow{scenario: fmt.Sprintf("consume JSON through a group, RF=%d (commit p99 %s)", c.rf, cr.pct(0.99).Round(10*time.Microsecond)),
+		unit: "records/s", baseline: fmt.Sprintf("plain partition fetches %.0f", median(plains)), sluice: fmt.Sprintf("%.0f", median(groups)),
+		ratio: ratioCell(median(groups), median(plains))})
 }
 
 // fillTopic produces records into topic (acks=all) unless it holds that many.

@@ -35,6 +35,7 @@ type sinkBenchConfig struct {
 	size        int
 	pollRecords int
 	rounds      int
+	results     string
 }
 
 // benchSink is `sluice bench sink redis|s3`: a topic is filled once; then,
@@ -60,9 +61,11 @@ func benchSink(ctx context.Context, args []string) error {
 	s3 := addS3Flags(fs)
 	maxRecords := fs.Int("max-records", 20000, "s3: records per object")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (the sink and, without --url, the cluster) to this file")
+	results := addResultsFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	c.results = *results
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -78,7 +81,7 @@ func benchSink(ctx context.Context, args []string) error {
 		return errors.New("--records, --partitions, --poll-records and --rounds must be >= 1, --size >= 8")
 	}
 	if c.url == "" {
-		url, stop, err := startEmbedded(1, nil)
+		url, _, stop, err := startEmbedded(1, nil)
 		if err != nil {
 			return err
 		}
@@ -265,7 +268,9 @@ func benchSinkRedis(ctx context.Context, c sinkBenchConfig, cl *client.Client, r
 		fmt.Printf("redis-benchmark XADD (-c 1 -P %d, %d-byte value): %.0f requests/s; ratio sink/redis-benchmark: %.2f\n",
 			depth, c.size, rate, median(sinkRates)/rate)
 	}
-	return nil
+	return appendBenchRow(c.results, benchRow{scenario: "sink redis (exactly once)", unit: "records/s",
+		baseline: fmt.Sprintf("XADD pipelines of %d %.0f", depth, median(xaddRates)), sluice: fmt.Sprintf("%.0f", median(sinkRates)),
+		ratio: ratioCell(median(sinkRates), median(xaddRates))})
 }
 
 // readTopic reads every record of topic, partition by partition.
@@ -422,7 +427,9 @@ func benchSinkS3(ctx context.Context, c sinkBenchConfig, cl *client.Client, bkt 
 		median(sinkRates), median(putRates), median(sinkRates)/median(putRates))
 	fmt.Printf("median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
 		median(recRates), median(readRates), median(recRates)/median(readRates))
-	return nil
+	return appendBenchRow(c.results, benchRow{scenario: "sink s3 (exactly once, gzipped objects)", unit: "MB/s",
+		baseline: fmt.Sprintf("plain PUTs of the same objects %.1f", median(putRates)), sluice: fmt.Sprintf("%.1f", median(sinkRates)),
+		ratio: ratioCell(median(sinkRates), median(putRates))})
 }
 
 // deletePrefix removes every object under prefix (and prefix-plain).

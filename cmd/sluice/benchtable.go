@@ -1,0 +1,70 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// benchRow is one line of the Markdown results table that `make bench`
+// writes: a scenario's figure beside its baseline measured in the same run.
+type benchRow struct {
+	scenario string // what was measured, as the command names it
+	unit     string // records/s, MB/s, ms
+	baseline string // the baseline's name and median figure, or "—"
+	sluice   string // sluice's median figure
+	ratio    string // sluice/baseline, or "—"
+	aim      string // the target, or "—"
+}
+
+// benchResultsHeader opens the table a --results file collects.
+const benchResultsHeader = "| scenario | unit | baseline (median) | sluice (median) | ratio | aim |\n|---|---|---|---|---|---|\n"
+
+// addResultsFlag registers --results: a Markdown file the scenario appends
+// its row to (after the table's header when the file does not end in a
+// table row: new, empty, or ending in a line of text).
+func addResultsFlag(fs *flag.FlagSet) *string {
+	return fs.String("results", "", "append this run's figures as a row of a Markdown table to this file (make bench collects every scenario in bench-results.md)")
+}
+
+// appendBenchRow writes row to path, after the header when the file does
+// not end in a table row; an empty path writes nothing.
+func appendBenchRow(path string, row benchRow) error {
+	if path == "" {
+		return nil
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b strings.Builder
+	if !strings.HasSuffix(string(old), "|\n") {
+		if len(old) > 0 && !strings.HasSuffix(string(old), "\n\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(benchResultsHeader)
+	}
+	cell := func(s string) string {
+		if s == "" {
+			return "—"
+		}
+		return strings.ReplaceAll(s, "|", "/")
+	}
+	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(row.scenario), cell(row.unit), cell(row.baseline), cell(row.sluice), cell(row.ratio), cell(row.aim))
+	_, err = f.WriteString(b.String())
+	return err
+}
+
+// ratioCell formats sluice/baseline with two decimals.
+func ratioCell(sluice, baseline float64) string {
+	if baseline <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", sluice/baseline)
+}
