@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
@@ -97,6 +98,9 @@ type Options struct {
 	// the broker it names. Default none: the internal API is open to
 	// whoever reaches it.
 	ClusterSecret []byte
+	// Auth checks the ACLs again for the principal a gateway names (see
+	// AuthOptions). Default: off.
+	Auth AuthOptions
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -150,7 +154,7 @@ func (o *Options) validate() error {
 	if o.LeaderRebalanceInterval == 0 {
 		o.LeaderRebalanceInterval = 10 * time.Second
 	}
-	return nil
+	return o.Auth.validate(o.ClusterSecret)
 }
 
 // Broker is one broker node.
@@ -171,6 +175,9 @@ type Broker struct {
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
 	traffic traffic          // produce and consumer-fetch counters (stats route, metrics)
+
+	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
+	authRefused authRefusals
 
 	panicsMu sync.Mutex        // guards panics
 	panics   map[string]uint64 // recovered panics by where (recover.go)
@@ -212,6 +219,9 @@ func New(opts Options) (*Broker, error) {
 		b.opts.AdvertisedAddr = b.ln.Addr().String()
 	}
 	b.view = cluster.NewView(opts.Coord, b.log)
+	if opts.Auth.Required {
+		b.authStore = auth.NewStore(opts.Coord, b.log)
+	}
 	b.peers = brokerapi.NewClient()
 	if len(opts.ClusterSecret) > 0 {
 		b.peers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.BrokerNode(opts.ID)}
@@ -297,6 +307,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.runCtx, b.cancel = runCtx, cancel
 	b.view.Start()
+	if b.authStore != nil {
+		b.authStore.Start()
+	}
 	b.goFunc(func() {
 		if err := b.srv.Serve(b.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			b.log.Error("internal API stopped", "err", err)
@@ -496,6 +509,9 @@ func (b *Broker) Close() error {
 			b.cancel()
 		}
 		b.view.Close()
+		if b.authStore != nil {
+			b.authStore.Close()
+		}
 		b.wg.Wait()
 		if b.cold != nil {
 			b.cold.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/offsets"
 )
@@ -18,16 +19,19 @@ import (
 const maxGroupBody = 1 << 20
 
 func (b *Broker) groupRoutes(r chi.Router) {
-	r.Get(brokerapi.PathGroups, b.handleListGroups)
-	r.Get(brokerapi.PathGroup, b.handleDescribeGroup)
-	r.Delete(brokerapi.PathGroup, b.handleDeleteGroup)
-	r.Post(brokerapi.PathGroupJoin, b.handleJoinGroup)
-	r.Post(brokerapi.PathGroupHeartbeat, b.handleHeartbeat)
-	r.Post(brokerapi.PathGroupPoll, b.handleStartPoll)
-	r.Post(brokerapi.PathGroupPositions, b.handleEndPoll)
-	r.Delete(brokerapi.PathGroupMember, b.handleLeaveGroup)
-	r.Post(brokerapi.PathGroupCommit, b.handleCommit)
-	r.Post(brokerapi.PathGroupSetOffset, b.handleSetOffsets)
+	// The gateway's checks again (authz.go): READ on the group for a
+	// member's calls, and on the topics a join names or a commit writes.
+	group := func(op auth.Operation) func(http.Handler) http.Handler { return b.check(op, auth.ResourceGroup) }
+	r.Get(brokerapi.PathGroups, b.handleListGroups) // lists what the caller may DESCRIBE
+	r.With(group(auth.OpDescribe)).Get(brokerapi.PathGroup, b.handleDescribeGroup)
+	r.With(group(auth.OpDelete)).Delete(brokerapi.PathGroup, b.handleDeleteGroup)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupJoin, b.handleJoinGroup)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupHeartbeat, b.handleHeartbeat)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupPoll, b.handleStartPoll)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupPositions, b.handleEndPoll)
+	r.With(group(auth.OpRead)).Delete(brokerapi.PathGroupMember, b.handleLeaveGroup)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupCommit, b.handleCommit)
+	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupSetOffset, b.handleSetOffsets)
 }
 
 func decodeGroupBody(r *http.Request, v any) error {
@@ -53,6 +57,10 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Kind != api.MemberKindWS {
 		req.Kind = api.MemberKindHTTP
+	}
+	if err := b.authorizeTopics(r.Context(), auth.OpRead, req.Topics); err != nil {
+		api.WriteError(w, err)
+		return
 	}
 	meta := b.groupMeta()
 	p, err := offsets.ValidateJoin(req.JoinGroupRequest, req.Kind, meta)
@@ -198,6 +206,10 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 	if req.Offsets == nil {
 		req.Offsets = []api.PartitionOffset{} // a cursor of a member with no partitions: a heartbeat
 	}
+	if err := b.authorizeTopics(r.Context(), auth.OpRead, offsetTopics(req.Offsets)); err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
 			return st.Commit(group, req.MemberID, req.MemberEpoch, req.Offsets, b.groupMeta(), now)
@@ -213,6 +225,10 @@ func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req brokerapi.GroupSetOffsets
 	if err := decodeGroupBody(r, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if err := b.authorizeTopics(r.Context(), auth.OpRead, offsetTopics(req.Offsets)); err != nil {
 		api.WriteError(w, err)
 		return
 	}
@@ -269,6 +285,9 @@ func (b *Broker) handleListGroups(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = b.groups.coordinator(p).read(r.Context(), func(st *offsets.State) error {
 			for _, g := range st.Groups() {
+				if !b.allowed(r.Context(), auth.OpDescribe, auth.ResourceGroup, g) {
+					continue
+				}
 				res.Groups = append(res.Groups, st.Summary(g))
 			}
 			return nil

@@ -99,6 +99,6 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves this broker's metrics and the Go runtime's.
 func (b *Broker) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, prometheus.NewGoCollector())
+	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, authCollector{b}, prometheus.NewGoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -33,7 +33,7 @@ func callerPrincipal(ctx context.Context) string {
 
 // requestPrincipal derives the principal of a request signed by node ("" on
 // a cluster without a secret).
-func requestPrincipal(r *http.Request, node string) (string, error) {
+func requestPrincipal(r *http.Request, node string) (string, *api.Error) {
 	p := r.Header.Get(brokerapi.HeaderPrincipal)
 	switch {
 	case p == "":

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
@@ -36,18 +37,25 @@ func (b *Broker) routes() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	r.Post(brokerapi.PathProduce, b.handleProduce)
-	r.Get(brokerapi.PathFetch, b.handleFetch)
-	r.Get(brokerapi.PathListOffsets, b.handleListOffsets)
-	r.Get(brokerapi.PathEpochEnd, b.handleEpochEnd)
-	r.Get(brokerapi.PathProducerSnapshot, b.handleProducerSnapshot)
-	r.Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
-	r.Post(brokerapi.PathTopics, b.handleCreateTopic)
-	r.Delete(brokerapi.PathTopic, b.handleDeleteTopic)
-	r.Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
-	r.Get(brokerapi.PathHealth, b.handleHealth)
-	r.Post(brokerapi.PathDrain, b.handleDrain)
-	r.Get(brokerapi.PathStats, b.handleStats)
+	// Each route maps to the check of the gateway route that calls it
+	// (authz.go; a no-op unless Options.Auth.Required); routes whose
+	// resource is in the body check in the handler.
+	var (
+		topic   = func(op auth.Operation) func(http.Handler) http.Handler { return b.check(op, auth.ResourceTopic) }
+		cluster = func(op auth.Operation) func(http.Handler) http.Handler { return b.check(op, auth.ResourceCluster) }
+	)
+	r.With(topic(auth.OpWrite)).Post(brokerapi.PathProduce, b.handleProduce)
+	r.With(topic(auth.OpRead)).Get(brokerapi.PathFetch, b.handleFetch) // replica fetches: the named broker only
+	r.With(topic(auth.OpDescribe)).Get(brokerapi.PathListOffsets, b.handleListOffsets)
+	r.With(b.brokersOnly).Get(brokerapi.PathEpochEnd, b.handleEpochEnd)
+	r.Get(brokerapi.PathProducerSnapshot, b.handleProducerSnapshot) // brokers only (in the handler)
+	r.With(topic(auth.OpDescribe)).Get(brokerapi.PathTopicStatus, b.handleTopicStatus)
+	r.Post(brokerapi.PathTopics, b.handleCreateTopic) // CREATE on the cluster or the topic
+	r.With(topic(auth.OpDelete)).Delete(brokerapi.PathTopic, b.handleDeleteTopic)
+	r.With(topic(auth.OpAlterConfigs)).Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
+	r.Get(brokerapi.PathHealth, b.handleHealth) // any signed node
+	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathDrain, b.handleDrain)
+	r.With(cluster(auth.OpDescribe)).Get(brokerapi.PathStats, b.handleStats)
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -229,6 +237,12 @@ func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad topic body: %v", err))
 		return
+	}
+	if !b.allowed(r.Context(), auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
+		if err := b.authorize(r.Context(), auth.OpCreate, auth.ResourceTopic, req.Name); err != nil {
+			api.WriteError(w, err)
+			return
+		}
 	}
 	if err := b.ctl.createTopic(r.Context(), req); err != nil {
 		api.WriteError(w, err)

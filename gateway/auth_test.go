@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testwait"
@@ -72,8 +73,22 @@ func call(t *testing.T, base, token, method, path string, body any) (int, string
 // every kind of route over HTTP: 401 without valid credentials, 403 where the
 // ACLs do not allow, 2xx where they do.
 func TestAuthorizationMatrix(t *testing.T) {
+	authorizationMatrix(t, testcluster.Options{})
+}
+
+// TestAuthorizationMatrixBrokersCheck runs the matrix against brokers that
+// check the ACLs again for the principal the gateway names: every answer
+// stays the same (the gateway's internal calls carry the caller's principal,
+// or the gateway's own for its own work, such as making the offsets topic).
+func TestAuthorizationMatrixBrokersCheck(t *testing.T) {
+	authorizationMatrix(t, testcluster.Options{Brokers: 2, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
+		BrokerAuth: broker.AuthOptions{Required: true}})
+}
+
+func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 	logs := &lockedBuffer{}
-	c := testcluster.Start(t, testcluster.Options{LogTo: logs, GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
+	opts.LogTo, opts.GatewayAuth = logs, gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}
+	c := testcluster.Start(t, opts)
 	base := c.URL
 	admin := bootstrapToken
 	mustOK := func(token, method, path string, body any, out any) {
@@ -155,6 +170,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"create needs CREATE", "POST", "/v1/topics", api.CreateTopicRequest{Name: "alice-new"}, with(map[string]int{"admin": 201})},
 		{"join with group and topic READ", "POST", "/v1/groups/g-alice/members", api.JoinGroupRequest{Topics: []string{"logs.app"}}, with(map[string]int{"admin": 201, "alice": 201})},
 		{"join needs READ on every topic", "POST", "/v1/groups/g-alice/members", api.JoinGroupRequest{Topics: []string{"orders"}}, with(map[string]int{"admin": 201})},
+		{"an offsets reset needs READ on its topics", "POST", "/v1/groups/g-alice/offsets/reset", api.ResetOffsetsRequest{Topics: []string{"orders"}, To: "earliest"}, with(map[string]int{"admin": 409})},
 		{"join needs group READ", "POST", "/v1/groups/g-other/members", api.JoinGroupRequest{Topics: []string{"logs.app"}}, with(map[string]int{"admin": 201})},
 		{"tokens need cluster ALTER", "POST", "/v1/tokens", api.CreateTokenRequest{Principal: "User:mallory"}, with(map[string]int{"admin": 201})},
 		{"ACLs need cluster ALTER", "GET", "/v1/acls", nil, with(map[string]int{"admin": 200})},

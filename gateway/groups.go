@@ -6,6 +6,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,7 +91,9 @@ func (g *Gateway) createOffsetsTopic(ctx context.Context) error {
 			api.ConfigSegmentBytes:      strconv.Itoa(100 << 20),
 			api.ConfigMinInsyncReplicas: strconv.Itoa(min(2, rf)),
 		}}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// The gateway makes the topic for itself, not for the caller who
+	// joined first (who may create no topic).
+	cctx, cancel := context.WithTimeout(auth.WithPrincipal(ctx, brokerapi.PrincipalGateway), 10*time.Second)
 	defer cancel()
 	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
 	switch {
@@ -215,6 +218,19 @@ func (g *Gateway) commit(ctx context.Context, group string, req api.CommitReques
 	}
 	if len(req.Cursor) > api.MaxCursorLen {
 		return api.CommitResponse{}, api.Errorf(api.CodeInvalidRequest, "cursor longer than %d bytes", api.MaxCursorLen)
+	}
+	// READ on each topic written, as Kafka asks (a member's own topics
+	// passed this at its join).
+	offs := req.Offsets
+	if req.Cursor != "" {
+		c, err := api.DecodeCursor(req.Cursor)
+		if err != nil {
+			return api.CommitResponse{}, err
+		}
+		offs = append(slices.Clip(offs), c.Positions...)
+	}
+	if err := g.authorizeOffsetTopics(ctx, offs); err != nil {
+		return api.CommitResponse{}, err
 	}
 	return onCoordinator(g, ctx, group, true, func(addr string) (api.CommitResponse, error) {
 		return g.brokers.CommitOffsets(ctx, addr, group, req)
@@ -367,6 +383,10 @@ func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 			offs = append(offs, api.PartitionOffset{Topic: topic, Partition: p, Offset: off})
 		}
 	}
+	if err := g.authorizeOffsetTopics(ctx, offs); err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	res, err := onCoordinator(g, ctx, group, true, func(addr string) (api.CommitResponse, error) {
 		return g.brokers.SetGroupOffsets(ctx, addr, group, offs)
 	})
@@ -408,4 +428,19 @@ func (g *Gateway) resolveResetOffset(ctx context.Context, topic string, p int32,
 		return res.LogEndOffset, nil
 	}
 	return res.Offset, nil
+}
+
+// authorizeOffsetTopics checks READ on every topic of offs, each once.
+func (g *Gateway) authorizeOffsetTopics(ctx context.Context, offs []api.PartitionOffset) error {
+	seen := map[string]bool{}
+	for _, o := range offs {
+		if seen[o.Topic] {
+			continue
+		}
+		seen[o.Topic] = true
+		if err := g.authorize(ctx, auth.OpRead, auth.ResourceTopic, o.Topic); err != nil {
+			return err
+		}
+	}
+	return nil
 }

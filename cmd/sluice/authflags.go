@@ -10,20 +10,55 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/gateway"
 )
 
-// authFlags are the authentication flags of `sluice gateway` and `sluice dev`.
+// authFlags are the authentication flags of `sluice gateway`, `sluice dev`
+// and (without --bootstrap-token-file) `sluice broker`.
 type authFlags struct {
 	mode, superUsers, bootstrapFile *string
 }
 
 func addAuthFlags(fs *flag.FlagSet) *authFlags {
+	a := addBrokerAuthFlags(fs)
+	a.bootstrapFile = fs.String("bootstrap-token-file", "", "file holding a token (slc_<id>_<secret>) that authenticates as User:admin, a super user; default: the environment variable SLUICE_BOOTSTRAP_TOKEN")
+	return a
+}
+
+func addBrokerAuthFlags(fs *flag.FlagSet) *authFlags {
 	return &authFlags{
-		mode:          fs.String("auth", envOr("SLUICE_AUTH", "off"), "off (everyone may do everything) or required (tokens and ACLs) (env SLUICE_AUTH)"),
-		superUsers:    fs.String("super-users", envOr("SLUICE_SUPER_USERS", ""), "comma-separated principals that may do everything, e.g. User:admin (env SLUICE_SUPER_USERS)"),
-		bootstrapFile: fs.String("bootstrap-token-file", "", "file holding a token (slc_<id>_<secret>) that authenticates as User:admin, a super user; default: the environment variable SLUICE_BOOTSTRAP_TOKEN"),
+		mode:       fs.String("auth", envOr("SLUICE_AUTH", "off"), "off (everyone may do everything) or required (tokens and ACLs; a broker checks the ACLs for the principal a gateway names, and needs the cluster secret) (env SLUICE_AUTH)"),
+		superUsers: fs.String("super-users", envOr("SLUICE_SUPER_USERS", ""), "comma-separated principals that may do everything, e.g. User:ops; brokers count User:admin, the bootstrap token's principal, too (env SLUICE_SUPER_USERS)"),
 	}
+}
+
+// required parses --auth.
+func (a *authFlags) required() (bool, error) {
+	switch *a.mode {
+	case "off":
+		return false, nil
+	case "required":
+		return true, nil
+	default:
+		return false, fmt.Errorf("--auth is off or required, not %q", *a.mode)
+	}
+}
+
+func (a *authFlags) superUserList() []string {
+	var out []string
+	for _, p := range strings.Split(*a.superUsers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// brokerOptions turns the flags into a broker's.
+func (a *authFlags) brokerOptions() (broker.AuthOptions, error) {
+	req, err := a.required()
+	return broker.AuthOptions{Required: req, SuperUsers: a.superUserList()}, err
 }
 
 // options turns the flags into the gateway's. With devDataDir set (sluice
@@ -31,18 +66,10 @@ func addAuthFlags(fs *flag.FlagSet) *authFlags {
 // in the data directory, so the developer has a way in; it is returned to be
 // printed.
 func (a *authFlags) options(devDataDir string) (opts gateway.AuthOptions, made string, err error) {
-	switch *a.mode {
-	case "off":
-	case "required":
-		opts.Required = true
-	default:
-		return opts, "", fmt.Errorf("--auth is off or required, not %q", *a.mode)
+	if opts.Required, err = a.required(); err != nil {
+		return opts, "", err
 	}
-	for _, p := range strings.Split(*a.superUsers, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			opts.SuperUsers = append(opts.SuperUsers, p)
-		}
-	}
+	opts.SuperUsers = a.superUserList()
 	opts.BootstrapToken = os.Getenv("SLUICE_BOOTSTRAP_TOKEN")
 	if *a.bootstrapFile != "" {
 		b, err := os.ReadFile(*a.bootstrapFile)

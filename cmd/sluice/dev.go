@@ -92,6 +92,7 @@ func runDev(ctx context.Context, args []string) error {
 			Bucket:  bucket,
 
 			ClusterSecret:           secret,
+			Auth:                    broker.AuthOptions{Required: authOpts.Required, SuperUsers: authOpts.SuperUsers},
 			CleanerInterval:         *cleanerInterval,
 			MaxPartitionsPerBroker:  limits.maxPartitionsPerBroker(),
 			MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),

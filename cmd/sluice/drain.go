@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
@@ -37,7 +38,9 @@ func runDrain(ctx context.Context, args []string) error {
 	if secret != nil {
 		c.Auth = &brokerapi.NodeAuth{Secret: secret, Node: brokerapi.NodeGateway}
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout+5*time.Second)
+	// An operator with the cluster secret drains as a node, which a broker
+	// that checks ACLs lets do everything.
+	ctx, cancel := context.WithTimeout(auth.WithPrincipal(ctx, brokerapi.PrincipalGateway), *timeout+5*time.Second)
 	defer cancel()
 	r, err := c.Drain(ctx, *addr, *timeout)
 	if err != nil {

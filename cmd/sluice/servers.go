@@ -123,6 +123,7 @@ func runBroker(ctx context.Context, args []string) error {
 	s3 := addS3Flags(fs)
 	limits := addLimitFlags(fs, api.LimitScopeBroker)
 	secretf := addClusterSecretFlag(fs)
+	authf := addBrokerAuthFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,6 +133,13 @@ func runBroker(ctx context.Context, args []string) error {
 	secret, err := secretf.value()
 	if err != nil {
 		return err
+	}
+	authOpts, err := authf.brokerOptions()
+	if err != nil {
+		return err
+	}
+	if authOpts.Required && secret == nil {
+		return errors.New("--auth required needs the cluster secret (--cluster-secret-file or SLUICE_CLUSTER_SECRET): without it anyone who reaches the broker's port could name any principal")
 	}
 	if *id <= 0 {
 		return fmt.Errorf("--id must be a positive integer")
@@ -158,6 +166,7 @@ func runBroker(ctx context.Context, args []string) error {
 		MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
 		Bucket:                  bucket, // nil: local only
 		ClusterSecret:           secret,
+		Auth:                    authOpts,
 	})
 	if err != nil {
 		return err

@@ -62,6 +62,8 @@ type Options struct {
 	GatewayAuth gateway.AuthOptions
 	// TuneGateway, when set, changes the gateway's options last.
 	TuneGateway func(*gateway.Options)
+	// BrokerAuth goes to every broker (zero: brokers check no ACLs).
+	BrokerAuth broker.AuthOptions
 	// LogTo, when set, receives the cluster's log lines too (tests that
 	// check what is logged).
 	LogTo io.Writer
@@ -124,6 +126,7 @@ func (c *Cluster) StartBroker(id int) {
 		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
 		MaxPartitionsPerBroker: c.opts.MaxPartitionsPerBroker,
 		ClusterSecret:          c.opts.ClusterSecret,
+		Auth:                   c.opts.BrokerAuth,
 	})
 	if err != nil {
 		c.t.Fatal(err)
