@@ -89,7 +89,9 @@ func TestGatewayWorkWithBrokersThatCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	time.Sleep(200 * time.Millisecond) // let the stream reach its wait; a record sent before it is read anyway
+	testwait.For(t, 10*time.Second, "the stream to wait on the shared poll", func() bool {
+		return metricSum(t, base+"/metrics", "sluice_gateway_ws_tail_waiters") == 1
+	})
 	must(bob, "POST", "/v1/topics/flow/records", records(1), 200)
 	_, frame, err := ws.Read(ctx)
 	if err != nil {
@@ -153,7 +155,13 @@ func TestGatewayWorkWithBrokersThatCheck(t *testing.T) {
 // authRefused reads sluice_broker_auth_refused_total from a broker's metrics.
 func authRefused(t *testing.T, addr string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	return metricSum(t, "http://"+addr+"/metrics", "sluice_broker_auth_refused_total")
+}
+
+// metricSum adds up the samples of one metric (all its label sets) at url.
+func metricSum(t *testing.T, url, name string) int {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +169,18 @@ func authRefused(t *testing.T, addr string) int {
 	b, _ := io.ReadAll(resp.Body)
 	n, seen := 0, false
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "sluice_broker_auth_refused_total{"); ok {
-			_, v, _ := strings.Cut(rest, "} ")
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric line %q", line)
-			}
-			n, seen = n+int(f), true
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest == "" || (rest[0] != '{' && rest[0] != ' ')) {
+			continue
 		}
+		f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q", line)
+		}
+		n, seen = n+int(f), true
 	}
 	if !seen {
-		t.Fatalf("no sluice_broker_auth_refused_total in %s's metrics", addr)
+		t.Fatalf("no %s at %s", name, url)
 	}
 	return n
 }
