@@ -6,7 +6,7 @@ package api
 // BrokerRegistration is the data of /brokers/ids/{id} (ephemeral).
 type BrokerRegistration struct {
 	ID      int32  `json:"id"`
-	Address string `json:"address"` // host:port of the broker's internal HTTP API
+	Address string `json:"address"` // host:port of the broker's internal HTTP API, https://host:port with TLS
 	Rack    string `json:"rack,omitempty"`
 	// ShuttingDown is set while the broker hands its leaderships to other
 	// replicas before it stops (a controlled shutdown): the controller moves

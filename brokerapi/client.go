@@ -3,6 +3,7 @@ package brokerapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,31 @@ type Client struct {
 	// Auth, when set, signs every request with the cluster secret (set it
 	// before the first call).
 	Auth *NodeAuth
+	// scheme is that of addresses given without one: https after UseTLS.
+	scheme string
+}
+
+// UseTLS makes the client call brokers over TLS with cfg (call it before
+// the first call): an address given as host:port is then dialled with
+// https. An address may also carry its scheme (a registration of a broker
+// with TLS on its listener reads https://host:port), which wins.
+func (c *Client) UseTLS(cfg *tls.Config) {
+	c.scheme = "https"
+	for _, hc := range []*http.Client{c.HTTP, c.Reads} {
+		hc.Transport.(*http.Transport).TLSClientConfig = cfg
+	}
+}
+
+// base is the URL of addr's root: addr itself when it carries a scheme,
+// else the client's scheme (http unless UseTLS) and addr.
+func (c *Client) base(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	if c.scheme == "" {
+		return "http://" + addr
+	}
+	return c.scheme + "://" + addr
 }
 
 // NewClient returns a client with transports tuned for many concurrent calls
@@ -74,10 +100,10 @@ func (c *Client) Close() {
 	c.Reads.CloseIdleConnections()
 }
 
-func expand(addr, route string, topic string, partition int32) string {
+func (c *Client) expand(addr, route string, topic string, partition int32) string {
 	p := strings.Replace(route, "{topic}", url.PathEscape(topic), 1)
 	p = strings.Replace(p, "{partition}", strconv.Itoa(int(partition)), 1)
-	return "http://" + addr + p
+	return c.base(addr) + p
 }
 
 // do runs a request, naming the principal in its context (auth.WithPrincipal)
@@ -137,7 +163,7 @@ func NotSent(err error) bool {
 // leaderEpoch, when >= 0, is the epoch the sender believes the leader holds:
 // a leader in another epoch refuses the batches (fencing a stale route).
 func (c *Client) Produce(ctx context.Context, addr, topic string, partition int32, acks string, timeout time.Duration, leaderEpoch int32, batches []byte) (ProduceResult, error) {
-	u := expand(addr, PathProduce, topic, partition) + "?acks=" + acks + "&timeout_ms=" + strconv.FormatInt(timeout.Milliseconds(), 10)
+	u := c.expand(addr, PathProduce, topic, partition) + "?acks=" + acks + "&timeout_ms=" + strconv.FormatInt(timeout.Milliseconds(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(batches))
 	if err != nil {
 		return ProduceResult{}, err
@@ -187,7 +213,7 @@ func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32,
 	if p.ReplicaID > 0 {
 		q.Set("replica_id", strconv.Itoa(int(p.ReplicaID)))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathFetch, topic, partition)+"?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.expand(addr, PathFetch, topic, partition)+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +245,7 @@ func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32,
 
 // ListOffsets resolves "earliest", "latest" or a timestamp (ms) to an offset.
 func (c *Client) ListOffsets(ctx context.Context, addr, topic string, partition int32, spec string) (OffsetsResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathListOffsets, topic, partition)+"?at="+url.QueryEscape(spec), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.expand(addr, PathListOffsets, topic, partition)+"?at="+url.QueryEscape(spec), nil)
 	if err != nil {
 		return OffsetsResult{}, err
 	}
@@ -230,7 +256,7 @@ func (c *Client) ListOffsets(ctx context.Context, addr, topic string, partition 
 
 // EpochEnd asks the leader (in its leaderEpoch) where epoch ends in its log.
 func (c *Client) EpochEnd(ctx context.Context, addr, topic string, partition, epoch, leaderEpoch int32) (EpochEndResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathEpochEnd, topic, partition)+"?epoch="+strconv.Itoa(int(epoch)), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.expand(addr, PathEpochEnd, topic, partition)+"?epoch="+strconv.Itoa(int(epoch)), nil)
 	if err != nil {
 		return EpochEndResult{}, err
 	}
@@ -249,7 +275,7 @@ const MaxProducerSnapshot = 64 << 20
 // log start, for a follower that starts over there). An answer with code
 // NOT_FOUND means the leader has no snapshot there.
 func (c *Client) ProducerSnapshot(ctx context.Context, addr, topic string, partition int32, offset int64, leaderEpoch int32) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathProducerSnapshot, topic, partition)+"?offset="+strconv.FormatInt(offset, 10), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.expand(addr, PathProducerSnapshot, topic, partition)+"?offset="+strconv.FormatInt(offset, 10), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +297,7 @@ func (c *Client) ProducerSnapshot(ctx context.Context, addr, topic string, parti
 
 // TopicStatus asks a broker for the positions of the partitions it holds.
 func (c *Client) TopicStatus(ctx context.Context, addr, topic string) (TopicStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expand(addr, PathTopicStatus, topic, 0), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.expand(addr, PathTopicStatus, topic, 0), nil)
 	if err != nil {
 		return TopicStatus{}, err
 	}
@@ -286,7 +312,7 @@ func (c *Client) CreateTopic(ctx context.Context, controller string, t api.Creat
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+controller+PathTopics, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base(controller)+PathTopics, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -296,7 +322,7 @@ func (c *Client) CreateTopic(ctx context.Context, controller string, t api.Creat
 
 // DeleteTopic asks the controller to delete a topic.
 func (c *Client) DeleteTopic(ctx context.Context, controller, topic string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, expand(controller, PathTopic, topic, 0), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.expand(controller, PathTopic, topic, 0), nil)
 	if err != nil {
 		return err
 	}
@@ -310,7 +336,7 @@ func (c *Client) AlterTopicConfig(ctx context.Context, controller, topic string,
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, expand(controller, PathTopicConfig, topic, 0), bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, c.expand(controller, PathTopicConfig, topic, 0), bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -320,7 +346,7 @@ func (c *Client) AlterTopicConfig(ctx context.Context, controller, topic string,
 
 // Health asks a broker whether it can serve.
 func (c *Client) Health(ctx context.Context, addr string) (Health, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+PathHealth, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(addr)+PathHealth, nil)
 	if err != nil {
 		return Health{}, err
 	}
@@ -332,7 +358,7 @@ func (c *Client) Health(ctx context.Context, addr string) (Health, error) {
 // Drain asks the broker at addr to hand its leaderships to other replicas
 // before it is stopped (a controlled shutdown), waiting up to timeout.
 func (c *Client) Drain(ctx context.Context, addr string, timeout time.Duration) (DrainResult, error) {
-	u := "http://" + addr + PathDrain + "?timeout_ms=" + strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	u := c.base(addr) + PathDrain + "?timeout_ms=" + strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return DrainResult{}, err
@@ -344,7 +370,7 @@ func (c *Client) Drain(ctx context.Context, addr string, timeout time.Duration) 
 
 // Stats asks a broker for its partition counts, sizes and traffic counters.
 func (c *Client) Stats(ctx context.Context, addr string) (Stats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+PathStats, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(addr)+PathStats, nil)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -65,10 +65,10 @@ type GroupSetOffsets struct {
 	Offsets []api.PartitionOffset `json:"offsets"`
 }
 
-func groupURL(addr, route, group, member string) string {
+func (c *Client) groupURL(addr, route, group, member string) string {
 	p := strings.Replace(route, "{group}", url.PathEscape(group), 1)
 	p = strings.Replace(p, "{member}", url.PathEscape(member), 1)
-	return "http://" + addr + p
+	return c.base(addr) + p
 }
 
 func (c *Client) groupCall(ctx context.Context, method, u string, in, out any) error {
@@ -99,14 +99,14 @@ func (c *Client) groupCall(ctx context.Context, method, u string, in, out any) e
 // JoinGroup adds a member through the group's coordinator at addr.
 func (c *Client) JoinGroup(ctx context.Context, addr, group string, j GroupJoin) (api.JoinGroupResponse, error) {
 	var res api.JoinGroupResponse
-	err := c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupJoin, group, ""), j, &res)
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupJoin, group, ""), j, &res)
 	return res, err
 }
 
 // Heartbeat renews a member's session and returns its assignment.
 func (c *Client) Heartbeat(ctx context.Context, addr, group, member string) (api.HeartbeatResponse, error) {
 	var res api.HeartbeatResponse
-	err := c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupHeartbeat, group, member), struct{}{}, &res)
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupHeartbeat, group, member), struct{}{}, &res)
 	return res, err
 }
 
@@ -114,49 +114,49 @@ func (c *Client) Heartbeat(ctx context.Context, addr, group, member string) (api
 // member asked for it).
 func (c *Client) StartPoll(ctx context.Context, addr, group, member, cursor string) (GroupPollPlan, error) {
 	var res GroupPollPlan
-	err := c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupPoll, group, member), GroupPollRequest{Cursor: cursor}, &res)
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupPoll, group, member), GroupPollRequest{Cursor: cursor}, &res)
 	return res, err
 }
 
 // EndPoll records where a member's poll ended.
 func (c *Client) EndPoll(ctx context.Context, addr, group, member string, positions []api.PartitionOffset) error {
-	return c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupPositions, group, member), GroupPositions{Positions: positions}, nil)
+	return c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupPositions, group, member), GroupPositions{Positions: positions}, nil)
 }
 
 // LeaveGroup removes a member.
 func (c *Client) LeaveGroup(ctx context.Context, addr, group, member string) error {
-	return c.groupCall(ctx, http.MethodDelete, groupURL(addr, PathGroupMember, group, member), nil, nil)
+	return c.groupCall(ctx, http.MethodDelete, c.groupURL(addr, PathGroupMember, group, member), nil, nil)
 }
 
 // CommitOffsets commits a member's offsets (explicit, not a cursor).
 func (c *Client) CommitOffsets(ctx context.Context, addr, group string, req api.CommitRequest) (api.CommitResponse, error) {
 	var res api.CommitResponse
-	err := c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupCommit, group, ""), req, &res)
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupCommit, group, ""), req, &res)
 	return res, err
 }
 
 // SetGroupOffsets writes the offsets of a group with no members.
 func (c *Client) SetGroupOffsets(ctx context.Context, addr, group string, offs []api.PartitionOffset) (api.CommitResponse, error) {
 	var res api.CommitResponse
-	err := c.groupCall(ctx, http.MethodPost, groupURL(addr, PathGroupSetOffset, group, ""), GroupSetOffsets{Offsets: offs}, &res)
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupSetOffset, group, ""), GroupSetOffsets{Offsets: offs}, &res)
 	return res, err
 }
 
 // DescribeGroup returns a group as its coordinator holds it (lag not filled).
 func (c *Client) DescribeGroup(ctx context.Context, addr, group string) (api.GroupDescription, error) {
 	var res api.GroupDescription
-	err := c.groupCall(ctx, http.MethodGet, groupURL(addr, PathGroup, group, ""), nil, &res)
+	err := c.groupCall(ctx, http.MethodGet, c.groupURL(addr, PathGroup, group, ""), nil, &res)
 	return res, err
 }
 
 // DeleteGroup deletes a group with no members.
 func (c *Client) DeleteGroup(ctx context.Context, addr, group string) error {
-	return c.groupCall(ctx, http.MethodDelete, groupURL(addr, PathGroup, group, ""), nil, nil)
+	return c.groupCall(ctx, http.MethodDelete, c.groupURL(addr, PathGroup, group, ""), nil, nil)
 }
 
 // ListGroups lists the groups a broker coordinates.
 func (c *Client) ListGroups(ctx context.Context, addr string) (api.GroupList, error) {
 	var res api.GroupList
-	err := c.groupCall(ctx, http.MethodGet, "http://"+addr+PathGroups, nil, &res)
+	err := c.groupCall(ctx, http.MethodGet, c.base(addr)+PathGroups, nil, &res)
 	return res, err
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/tlsfiles"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -51,6 +53,12 @@ type Options struct {
 	OffsetsTopicPartitions int
 	// TLS, when set, serves the public API over TLS (TLS 1.2 at least).
 	TLS *TLSOptions
+	// BrokerTLS configures calls to brokers whose listeners have TLS: the
+	// cluster CA that signs their certificates and the certificate shown
+	// to brokers that require one. Default nil: the system's roots, no
+	// client certificate (brokers registered with https:// are still
+	// called over TLS).
+	BrokerTLS *tlsfiles.ClientOptions
 	// ClusterSecret, when set, signs every call to a broker (the brokers'
 	// --cluster-secret). Default none.
 	ClusterSecret []byte
@@ -141,11 +149,17 @@ func New(opts Options) (*Gateway, error) {
 	g.metrics.reg.MustRegister(g.tails.collectors()...)
 	var tlsConfig *tls.Config
 	if opts.TLS != nil {
-		files, err := newCertFiles(*opts.TLS)
+		files, err := tlsfiles.New(*opts.TLS)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("gateway: %w", err)
 		}
-		tlsConfig = files.config()
+		tlsConfig = files.ServerConfig()
+	}
+	var brokerTLS *tls.Config
+	if opts.BrokerTLS != nil {
+		if brokerTLS, err = opts.BrokerTLS.Config(); err != nil {
+			return nil, fmt.Errorf("gateway: calls to brokers: %w", err)
+		}
 	}
 	g.ln = opts.Listener
 	if g.ln == nil {
@@ -162,6 +176,9 @@ func New(opts Options) (*Gateway, error) {
 	g.auth = authOpts
 	g.authStore = auth.NewStore(opts.Coord, g.log)
 	g.brokers = brokerapi.NewClient()
+	if brokerTLS != nil {
+		g.brokers.UseTLS(brokerTLS)
+	}
 	if len(opts.ClusterSecret) > 0 {
 		g.brokers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.NodeGateway}
 	}

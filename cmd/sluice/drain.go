@@ -17,9 +17,10 @@ import (
 // until it restarts; stopping it (SIGTERM) then costs no election.
 func runDrain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
-	addr := fs.String("broker", envOr("SLUICE_ADDR", "127.0.0.1:9001"), "the broker's internal API address host:port (env SLUICE_ADDR)")
+	addr := fs.String("broker", envOr("SLUICE_ADDR", "127.0.0.1:9001"), "the broker's internal API address host:port, or https://host:port for a broker with TLS (env SLUICE_ADDR)")
 	timeout := fs.Duration("timeout", envDuration("SLUICE_DRAIN_TIMEOUT", 30*time.Second), "how long to wait for the leaderships to move (env SLUICE_DRAIN_TIMEOUT)")
 	secretf := addClusterSecretFlag(fs)
+	clusterTLS := addClusterTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,6 +36,9 @@ func runDrain(ctx context.Context, args []string) error {
 	}
 	c := brokerapi.NewClient()
 	defer c.Close()
+	if err := clusterTLS.useOn(c); err != nil {
+		return err
+	}
 	if secret != nil {
 		c.Auth = &brokerapi.NodeAuth{Secret: secret, Node: brokerapi.NodeGateway}
 	}

@@ -124,6 +124,7 @@ func runBroker(ctx context.Context, args []string) error {
 	limits := addLimitFlags(fs, api.LimitScopeBroker)
 	secretf := addClusterSecretFlag(fs)
 	authf := addBrokerAuthFlags(fs)
+	tlsf := addBrokerTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -140,6 +141,10 @@ func runBroker(ctx context.Context, args []string) error {
 	}
 	if authOpts.Required && secret == nil {
 		return errors.New("--auth required needs the cluster secret (--cluster-secret-file or SLUICE_CLUSTER_SECRET): without it anyone who reaches the broker's port could name any principal")
+	}
+	serverTLS, peerTLS, err := tlsf.options()
+	if err != nil {
+		return err
 	}
 	if *id <= 0 {
 		return fmt.Errorf("--id must be a positive integer")
@@ -167,6 +172,8 @@ func runBroker(ctx context.Context, args []string) error {
 		Bucket:                  bucket, // nil: local only
 		ClusterSecret:           secret,
 		Auth:                    authOpts,
+		TLS:                     serverTLS,
+		PeerTLS:                 peerTLS,
 	})
 	if err != nil {
 		return err
@@ -208,10 +215,15 @@ func runGateway(ctx context.Context, args []string) error {
 	secretf := addClusterSecretFlag(fs)
 	tlsf := addTLSFlags(fs)
 	originf := addOriginFlags(fs)
+	clusterTLS := addClusterTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	tlsOpts, err := tlsf.options()
+	if err != nil {
+		return err
+	}
+	brokerTLS, err := clusterTLS.options()
 	if err != nil {
 		return err
 	}
@@ -232,7 +244,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts, BrokerTLS: brokerTLS}
 	gwLimits.applyGateway(&gwOpts)
 	originf.apply(&gwOpts)
 	gw, err := gateway.New(gwOpts)

@@ -50,7 +50,9 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/testcerts"
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/internal/tlsfiles"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -83,6 +85,13 @@ type Options struct {
 	// digest credentials (--zk-user, --zk-password-file), and Coord's.
 	// Default none: open nodes.
 	ZKUser, ZKPassword string
+	// TLS, when set, serves every broker's internal API over TLS only and
+	// requires client certificates: a cluster CA (Cluster.CA) signs each
+	// broker's certificate (server and client) and the gateways' client
+	// certificate, and every node calls brokers with it (--tls-cert,
+	// --tls-key, --tls-client-ca, --cluster-ca; --cluster-cert and
+	// --cluster-key on gateways). Default false: plain HTTP.
+	TLS bool
 }
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
@@ -125,6 +134,9 @@ type Cluster struct {
 	ZK string
 	// S3Prefix is the key prefix of the brokers' bucket ("" without S3).
 	S3Prefix string
+	// CA signs the brokers' and gateways' certificates (nil without
+	// Options.TLS).
+	CA *testcerts.CA
 
 	opts    Options
 	start   time.Time
@@ -137,7 +149,9 @@ type Cluster struct {
 	zk      coord.Coordinator // Coord, opened on first use
 	// zkPasswordFile holds Options.ZKPassword for the processes.
 	zkPasswordFile string
-	bucket         tier.Bucket // Bucket, opened on first use
+	// gwCert and gwKey are the gateways' client certificate (Options.TLS).
+	gwCert, gwKey string
+	bucket        tier.Bucket // Bucket, opened on first use
 }
 
 // Broker is one broker process of the cluster.
@@ -151,7 +165,10 @@ type Broker struct {
 	// without Options.S3). A broker (re)started while it is cut waits for
 	// the bucket at startup, up to 30 s, and then exits.
 	S3Link *Proxy
-	proc   *process
+	// URL is the internal API's base URL: http://Addr, or https://Addr
+	// with Options.TLS.
+	URL  string
+	proc *process
 }
 
 // SeedFor returns the seed of a test: SLUICE_FAULT_SEED if set, else a fresh
@@ -206,6 +223,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Brokers; i++ {
 		id := int32(i)
 		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: dataDirs[i-1]}
+		b.URL = "http://" + b.Addr
+		if opts.TLS {
+			b.URL = "https://" + b.Addr
+		}
 		zkHost, _, _ := strings.Cut(c.ZK, "/")
 		p, err := NewProxy(fmt.Sprintf("b%d→zk", id), zkHost, c.Logf)
 		if err != nil {
@@ -237,6 +258,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	_, chroot, _ := strings.Cut(c.ZK, "/")
+	var tlsArgs func(id int32) []string
+	if opts.TLS {
+		tlsArgs = c.setUpTLS()
+	}
 	if opts.ZKUser != "" {
 		c.zkPasswordFile = filepath.Join(t.TempDir(), "zk-password")
 		if err := os.WriteFile(c.zkPasswordFile, []byte(opts.ZKPassword+"\n"), 0o600); err != nil {
@@ -251,6 +276,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
 			"--log-level", opts.LogLevel}
 		args = append(args, c.zkCredentialArgs()...)
+		if tlsArgs != nil {
+			args = append(args, tlsArgs(id)...)
+		}
 		if s3 := opts.S3; s3 != nil {
 			secretFile := filepath.Join(filepath.Dir(b.DataDir), fmt.Sprintf("s3-secret-%d", id))
 			if err := os.WriteFile(secretFile, []byte(s3.SecretKey+"\n"), 0o600); err != nil {
@@ -289,7 +317,28 @@ func (c *Cluster) gatewayArgs(addr string) []string {
 	if n := c.opts.OffsetsTopicPartitions; n > 0 {
 		args = append(args, "--offsets-topic-partitions", strconv.Itoa(n))
 	}
-	return append(args, c.zkCredentialArgs()...)
+	args = append(args, c.zkCredentialArgs()...)
+	if c.opts.TLS {
+		args = append(args, "--cluster-ca", c.CA.File, "--cluster-cert", c.gwCert, "--cluster-key", c.gwKey)
+	}
+	return args
+}
+
+// setUpTLS issues the cluster's certificates, makes the test's own HTTP
+// client a holder of one (it calls brokers' health routes), and returns the
+// TLS flags of each broker.
+func (c *Cluster) setUpTLS() func(id int32) []string {
+	c.CA = testcerts.NewCA(c.T, "sluice cluster CA")
+	c.gwCert, c.gwKey = c.CA.Issue(c.T, "gateway", testcerts.Client)
+	cfg, err := tlsfiles.ClientOptions{CAFile: c.CA.File, CertFile: c.gwCert, KeyFile: c.gwKey}.Config()
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.http.Transport = &http.Transport{TLSClientConfig: cfg}
+	return func(id int32) []string {
+		cert, key := c.CA.Issue(c.T, fmt.Sprintf("broker-%d", id), testcerts.Server|testcerts.Client)
+		return []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", c.CA.File, "--cluster-ca", c.CA.File}
+	}
 }
 
 // zkCredentialArgs are the processes' ZooKeeper credential flags.
@@ -484,7 +533,7 @@ func (c *Cluster) waitBrokerReady(id int32, timeout time.Duration) {
 			c.T.Fatalf("b%d exited while starting; its last lines:\n%s", id, strings.Join(b.proc.lastLines(), "\n"))
 		}
 		var h brokerapi.Health
-		err := c.getJSON("http://"+b.Addr+brokerapi.PathHealth, &h, 2*time.Second)
+		err := c.getJSON(b.URL+brokerapi.PathHealth, &h, 2*time.Second)
 		if err != nil {
 			return false, err.Error()
 		}
