@@ -180,29 +180,68 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 	var cursor string
 	hb := time.NewTicker(max(m.heartbeat, 100*time.Millisecond))
 	defer hb.Stop()
+	heartbeat := func() error {
+		hctx, cancel := context.WithTimeout(ctx, groupBudget)
+		res, err := onCoordinator(m.g, hctx, m.group, true, func(addr string) (api.HeartbeatResponse, error) {
+			return m.g.brokers.Heartbeat(hctx, addr, m.group, m.id)
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
+			assignment, epoch = res.Assignment, res.MemberEpoch
+			if err := m.sendAssignment(ctx, assignment, res.Grants, epoch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	idle := false // the last poll found nothing: wait at the partitions' ends
 	for {
 		if m.credit.Load() <= 0 {
 			select {
 			case <-m.more:
 				continue
 			case <-hb.C:
-				hctx, cancel := context.WithTimeout(ctx, groupBudget)
-				res, err := onCoordinator(m.g, hctx, m.group, true, func(addr string) (api.HeartbeatResponse, error) {
-					return m.g.brokers.Heartbeat(hctx, addr, m.group, m.id)
-				})
-				cancel()
-				if err != nil {
+				if err := heartbeat(); err != nil {
 					return err
-				}
-				if res.MemberEpoch != epoch || !slices.Equal(res.Assignment, assignment) {
-					assignment, epoch = res.Assignment, res.MemberEpoch
-					if err := m.sendAssignment(ctx, assignment, res.Grants, epoch); err != nil {
-						return err
-					}
 				}
 				continue
 			case <-ctx.Done():
 				return nil
+			}
+		}
+		if len(assignment) == 0 {
+			// Nothing to read: heartbeats keep the session and bring the
+			// next assignment.
+			select {
+			case <-hb.C:
+				if err := heartbeat(); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		if at, ok := m.positions(cursor, assignment, epoch); idle && ok {
+			// Wait on the partitions' shared polls (one per partition for
+			// every stream and member of this gateway) instead of a long
+			// poll of our own; a heartbeat after each wait keeps the
+			// session (at least three heartbeat intervals long) and learns
+			// of a new assignment as often as a long poll would.
+			wctx, cancel := context.WithTimeout(ctx, max(min(wsPollWait, 3*m.heartbeat/2), 100*time.Millisecond))
+			woke := m.g.tails.waitAny(wctx, at)
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !woke {
+				if err := heartbeat(); err != nil {
+					return err
+				}
+				continue
 			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, wsPollWait+groupBudget)
@@ -223,7 +262,8 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 			}
 		}
 		cursor = res.Cursor
-		if len(res.Records) == 0 {
+		idle = len(res.Records) == 0
+		if idle {
 			continue
 		}
 		b, err := json.Marshal(wsRecordsFrame{Records: res.Records, Cursor: res.Cursor})
@@ -235,6 +275,28 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 		}
 		m.credit.Add(-int64(len(res.Records)))
 	}
+}
+
+// positions are where the member reads next in each assigned partition, from
+// the cursor of its last poll; ok false when the cursor does not name every
+// one (a first poll, a partition just given) or is from another epoch.
+func (m *wsMember) positions(cursor string, assignment []api.TopicPartition, epoch int32) ([]api.PartitionOffset, bool) {
+	if cursor == "" || len(assignment) == 0 {
+		return nil, false
+	}
+	c, err := api.DecodeCursor(cursor)
+	if err != nil || c.Epoch != epoch {
+		return nil, false
+	}
+	at := make([]api.PartitionOffset, 0, len(assignment))
+	for _, tp := range assignment {
+		off, ok := c.Position(tp)
+		if !ok || off < 0 {
+			return nil, false
+		}
+		at = append(at, api.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+	}
+	return at, true
 }
 
 func (m *wsMember) sendAssignment(ctx context.Context, a []api.TopicPartition, grants []api.PartitionGrant, epoch int32) error {

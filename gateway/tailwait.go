@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
@@ -42,11 +43,24 @@ type tail struct {
 	cancel  context.CancelFunc // ends the running poll
 }
 
+// tailWaiter is one stream waiting at one partition. A group member waits
+// at each of its partitions with waiters that share one wake-up.
 type tailWaiter struct {
 	offset int64
-	woke   chan struct{} // closed by the poll: data, or an error, past offset
-	data   *tailData     // set before woke is closed: what the poll read, nil after a failure
+	wake   *tailWake
+	data   *tailData // set before the wake-up: what the poll read, nil after a failure
 }
+
+// tailWake is closed once, by the first poll that finds something for any
+// of its waiters.
+type tailWake struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newTailWake() *tailWake { return &tailWake{ch: make(chan struct{})} }
+
+func (w *tailWake) fire() { w.once.Do(func() { close(w.ch) }) }
 
 // tailData is a shared poll's answer, read-only: the batches at from.
 type tailData struct {
@@ -60,9 +74,61 @@ func newTails(g *Gateway) *tails { return &tails{g: g, m: map[tailKey]*tail{}} }
 // (or a poll of it failed): true, with the poll's answer when it has one;
 // or ctx ends: false.
 func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset int64) (*tailData, bool) {
-	k := tailKey{topic, partition}
-	w := &tailWaiter{offset: offset, woke: make(chan struct{})}
+	wake := newTailWake()
 	ts.mu.Lock()
+	k := tailKey{topic, partition}
+	t, w := ts.joinLocked(k, offset, wake)
+	ts.mu.Unlock()
+	select {
+	case <-wake.ch:
+		return w.data, true
+	case <-ctx.Done():
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if !ts.leaveLocked(k, t, w) {
+		return w.data, true // woken meanwhile
+	}
+	return nil, false
+}
+
+// waitAny is wait at several partitions at once (a group member's, each
+// at its position): true when any of them probably holds data at or past
+// its offset (or a poll of one failed), false when ctx ends first.
+func (ts *tails) waitAny(ctx context.Context, at []api.PartitionOffset) bool {
+	wake := newTailWake()
+	type joined struct {
+		k tailKey
+		t *tail
+		w *tailWaiter
+	}
+	js := make([]joined, len(at))
+	ts.mu.Lock()
+	for i, p := range at {
+		k := tailKey{p.Topic, p.Partition}
+		t, w := ts.joinLocked(k, p.Offset, wake)
+		js[i] = joined{k, t, w}
+	}
+	ts.mu.Unlock()
+	woke := false
+	select {
+	case <-wake.ch:
+		woke = true
+	case <-ctx.Done():
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, j := range js {
+		if !ts.leaveLocked(j.k, j.t, j.w) {
+			woke = true
+		}
+	}
+	return woke
+}
+
+// joinLocked adds a waiter at offset to k's tail, starting its poll if
+// none runs.
+func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *tailWaiter) {
 	t := ts.m[k]
 	if t == nil {
 		// The poll serves the streams of any principal (each authorized
@@ -76,18 +142,17 @@ func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset
 			ts.poll(pctx, k, t)
 		}()
 	}
+	w := &tailWaiter{offset: offset, wake: wake}
 	t.waiters[w] = struct{}{}
 	ts.waiting++
-	ts.mu.Unlock()
-	select {
-	case <-w.woke:
-		return w.data, true
-	case <-ctx.Done():
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	return t, w
+}
+
+// leaveLocked removes a waiter that gives up, and the tail's poll with the
+// last one; false when the poll had already woken and removed it.
+func (ts *tails) leaveLocked(k tailKey, t *tail, w *tailWaiter) bool {
 	if _, ok := t.waiters[w]; !ok {
-		return w.data, true // woken meanwhile
+		return false
 	}
 	delete(t.waiters, w)
 	ts.waiting--
@@ -96,7 +161,7 @@ func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset
 		delete(ts.m, k)
 		t.cancel()
 	}
-	return nil, false
+	return true
 }
 
 // poll long-polls the partition's leader while t has waiters.
@@ -145,7 +210,7 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 		ts.mu.Lock()
 		for w := range t.waiters {
 			w.data = data
-			close(w.woke)
+			w.wake.fire()
 			delete(t.waiters, w)
 			ts.waiting--
 		}

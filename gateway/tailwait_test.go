@@ -64,3 +64,43 @@ func TestWSIdleStreamsShareOnePoll(t *testing.T) {
 		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
 	})
 }
+
+// Idle WebSocket group members wait on the same shared polls as plain
+// streams, one waiter per assigned partition, instead of each long-polling
+// its coordinator: ten groups of one member each on a four-partition topic
+// cost four polls, and a record reaches every group's member at once.
+func TestWSGroupMembersShareThePolls(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	const groups = 10
+	conns := make([]*websocket.Conn, groups)
+	for i := range conns {
+		conns[i] = dialGroupWS(t, cl.base, fmt.Sprintf("idle-%d", i), "topics=hostile&credit=100&auto_offset_reset=latest&session_timeout_ms=10000")
+		if f := readFrame(t, conns[i]); len(f.Assignment) != 4 {
+			t.Fatalf("member of idle-%d: first frame %+v, want all four partitions", i, f)
+		}
+	}
+	waitFor(t, 30*time.Second, "every member waiting at its four partitions' ends", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 4*groups
+	})
+	if got := gauge(t, cl.base, "sluice_gateway_ws_tail_polls"); got != 4 {
+		t.Fatalf("%v shared polls for %d members on four partitions, want 4", got, groups)
+	}
+	for round := range 3 {
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": round, "partition": round}}}, nil)
+		for i, c := range conns {
+			f := readFrame(t, c)
+			if len(f.Records) != 1 || string(f.Records[0].Value) != fmt.Sprint(round) || f.Records[0].Partition != int32(round) {
+				t.Fatalf("member of idle-%d, round %d: frame %+v", i, round, f)
+			}
+		}
+		waitFor(t, 30*time.Second, "the members waiting again", func() bool {
+			return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 4*groups
+		})
+	}
+	for _, c := range conns {
+		c.Close(websocket.StatusNormalClosure, "")
+	}
+	waitFor(t, 20*time.Second, "the shared polls gone", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
+	})
+}

@@ -43,16 +43,17 @@ func benchWS(ctx context.Context, args []string) error {
 	n := fs.Int("connections", 10_000, "idle WebSocket consumers to open")
 	credit := fs.Int("credit", 0, "credit each consumer grants; with credit an idle stream waits on its partition's shared long poll (one per partition, not one per stream), without it it only answers pings")
 	partitions := fs.Int("partitions", 8, "partitions of the topic the consumers spread over")
+	groups := fs.Int("groups", 0, "with N > 0, the consumers are WebSocket members of N consumer groups (bench-ws-0 …), each group sharing the partitions among its members, instead of partition streams")
 	hold := fs.Duration("hold", 3*time.Second, "how long the consumers stay open before memory is measured")
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *client != "" {
-		return benchWSClient(*client, *n, *credit, *partitions)
+		return benchWSClient(*client, *n, *credit, *partitions, *groups)
 	}
-	if *n < 1 || *partitions < 1 {
-		return errors.New("--connections and --partitions must be >= 1")
+	if *n < 1 || *partitions < 1 || *groups < 0 {
+		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
 	}
 	url, stop, err := startWSBenchCluster(*n)
 	if err != nil {
@@ -80,7 +81,7 @@ func benchWS(ctx context.Context, args []string) error {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(*n),
-		"--credit", strconv.Itoa(*credit), "--partitions", strconv.Itoa(*partitions))
+		"--credit", strconv.Itoa(*credit), "--partitions", strconv.Itoa(*partitions), "--groups", strconv.Itoa(*groups))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -125,8 +126,12 @@ func benchWS(ctx context.Context, args []string) error {
 	after := measureProcess()
 
 	per := func(a, b int64) float64 { return float64(b-a) / float64(*n) / 1024 }
-	fmt.Printf("%d idle WebSocket consumers (credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
-		*n, *credit, *partitions, opened.Round(time.Millisecond), open-1)
+	kind := "partition streams"
+	if *groups > 0 {
+		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", *groups)
+	}
+	fmt.Printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+		*n, kind, *credit, *partitions, opened.Round(time.Millisecond), open-1)
 	fmt.Printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
 	for _, m := range []struct {
 		name string
@@ -182,7 +187,7 @@ func startWSBenchCluster(n int) (string, func(), error) {
 
 // benchWSClient opens n idle consumers, reading each (so pings are
 // answered), prints "ready" and holds them until stdin ends.
-func benchWSClient(url string, n, credit, partitions int) error {
+func benchWSClient(url string, n, credit, partitions, groups int) error {
 	ws := "ws" + strings.TrimPrefix(url, "http")
 	conns := make([]*websocket.Conn, n)
 	var (
@@ -203,7 +208,11 @@ func benchWSClient(url string, n, credit, partitions int) error {
 			// ask the broker, and a burst of those fills the gateway's pool
 			// of broker connections (up to 256, ~320 KiB of buffers each),
 			// which outlives the consumers and is not theirs.
-			c, _, err := websocket.Dial(ctx, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/ws?offset=0&credit=%d", ws, i%partitions, credit), nil)
+			u := fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/ws?offset=0&credit=%d", ws, i%partitions, credit)
+			if groups > 0 {
+				u = fmt.Sprintf("%s/v1/groups/bench-ws-%d/ws?topics=bench-ws&credit=%d&auto_offset_reset=earliest&session_timeout_ms=30000", ws, i%groups, credit)
+			}
+			c, _, err := websocket.Dial(ctx, u, nil)
 			if err != nil {
 				errMu.Lock()
 				if firstErr == nil {
