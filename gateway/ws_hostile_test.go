@@ -282,7 +282,7 @@ const wsUpgrade = "GET %s HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConn
 // readHead reads an HTTP response head and returns its status line.
 func readHead(t *testing.T, conn net.Conn) string {
 	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	defer conn.SetReadDeadline(time.Time{})
 	var head []byte
 	b := make([]byte, 1)
@@ -300,7 +300,9 @@ func readHead(t *testing.T, conn net.Conn) string {
 // whether it fetches batches or records or streams over a WebSocket; its
 // handler's goroutine and buffers go with it.
 func TestClientThatNeverReads(t *testing.T) {
-	const writeTimeout = 500 * time.Millisecond
+	// Long enough that a loaded machine (the race detector, other builds)
+	// still finds the handler blocked in its write after reading the head.
+	const writeTimeout = 3 * time.Second
 	cl, _ := streamGateway(t, gateway.StreamLimits{WriteTimeout: writeTimeout})
 	// 16 MiB in partition 0: more than the socket buffers of both ends hold.
 	value := strings.Repeat("x", 100<<10)
