@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. Codes never change meaning once
@@ -56,6 +57,7 @@ const (
 	CodeBrokerUnavailable     Code = "BROKER_UNAVAILABLE"
 	CodeRequestTimedOut       Code = "REQUEST_TIMED_OUT"
 	CodeTooManyRequests       Code = "TOO_MANY_REQUESTS"
+	CodeThrottled             Code = "THROTTLED"
 	CodeInternal              Code = "INTERNAL"
 
 	CodeInvalidGroupID      Code = "INVALID_GROUP_ID"
@@ -77,6 +79,7 @@ const (
 	CodeUnknownToken     Code = "UNKNOWN_TOKEN"
 	CodeOriginNotAllowed Code = "ORIGIN_NOT_ALLOWED"
 	CodeHostNotAllowed   Code = "HOST_NOT_ALLOWED"
+	CodeUnknownQuota     Code = "UNKNOWN_QUOTA"
 )
 
 var table = map[Code]Spec{
@@ -115,6 +118,7 @@ var table = map[Code]Spec{
 	CodeBrokerUnavailable:     {503, true, "the broker that owns the partition cannot be reached"},
 	CodeRequestTimedOut:       {504, true, "the request did not complete within its timeout; it may or may not have been written"},
 	CodeTooManyRequests:       {429, true, "the server is shedding load"},
+	CodeThrottled:             {429, true, "the principal (or client id) is over its quota; nothing was done: retry after X-Sluice-Throttle-Ms (Retry-After)"},
 	CodeInternal:              {500, true, "an unexpected server error"},
 
 	CodeInvalidGroupID:      {400, false, "group ids match [a-zA-Z0-9._-]{1,249}"},
@@ -136,6 +140,7 @@ var table = map[Code]Spec{
 	CodeUnknownToken:     {404, false, "no token with this id"},
 	CodeOriginNotAllowed: {403, false, "the request's Origin is neither the gateway's own nor in its --allowed-origins"},
 	CodeHostNotAllowed:   {403, false, "the request's Host is not one of the gateway's names (--allowed-hosts, the hosts of --allowed-origins, an IP address or localhost)"},
+	CodeUnknownQuota:     {404, false, "no quota for this entity"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.
@@ -160,6 +165,9 @@ func Codes() []Code {
 type Error struct {
 	Code    Code
 	Message string
+	// Throttle, for THROTTLED, is how long the caller waits before it is
+	// admitted again; it travels as X-Sluice-Throttle-Ms and Retry-After.
+	Throttle time.Duration
 }
 
 func (e *Error) Error() string {
@@ -215,7 +223,7 @@ func Classify(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		if e.Message == "" {
-			return &Error{Code: e.Code, Message: err.Error()}
+			return &Error{Code: e.Code, Message: err.Error(), Throttle: e.Throttle}
 		}
 		return e
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // ErrorBody is the JSON envelope of every error response:
@@ -25,7 +27,9 @@ func WriteError(w http.ResponseWriter, err error) {
 	spec := Lookup(e.Code)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(HeaderErrorCode, string(e.Code))
-	if spec.Retriable && (spec.Status == http.StatusServiceUnavailable || spec.Status == http.StatusTooManyRequests) {
+	if e.Throttle > 0 {
+		SetThrottle(w.Header(), e.Throttle)
+	} else if spec.Retriable && (spec.Status == http.StatusServiceUnavailable || spec.Status == http.StatusTooManyRequests) {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(spec.Status)
@@ -38,11 +42,30 @@ func ReadError(resp *http.Response) *Error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-		return &Error{Code: body.Error.Code, Message: body.Error.Message}
+		return &Error{Code: body.Error.Code, Message: body.Error.Message, Throttle: ThrottleOf(resp.Header)}
 	}
 	code := CodeInternal
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		code = CodeInvalidRequest
 	}
 	return Errorf(code, "HTTP %d: %s", resp.StatusCode, string(b))
+}
+
+// SetThrottle sets X-Sluice-Throttle-Ms and Retry-After (whole seconds,
+// rounded up, so a client that waits Retry-After is admitted) for a
+// throttle time d.
+func SetThrottle(h http.Header, d time.Duration) {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	h.Set(HeaderThrottleMs, strconv.FormatInt(int64(ms), 10))
+	h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+}
+
+// ThrottleOf reads X-Sluice-Throttle-Ms (0 when absent or not a number in
+// [0, 1 hour]).
+func ThrottleOf(h http.Header) time.Duration {
+	ms, err := strconv.ParseInt(h.Get(HeaderThrottleMs), 10, 64)
+	if err != nil || ms < 0 || ms > time.Hour.Milliseconds() {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -191,6 +192,7 @@ type Broker struct {
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
 	traffic traffic          // produce and consumer-fetch counters (stats route, metrics)
+	quotas  brokerQuotas     // client quotas: the watched config and its buckets
 
 	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
 	authRefused authRefusals
@@ -261,6 +263,8 @@ func New(opts Options) (*Broker, error) {
 	if opts.Auth.Required {
 		b.authStore = auth.NewStore(opts.Coord, b.log)
 	}
+	b.quotas.store = quota.NewStore(opts.Coord, b.log)
+	b.quotas.enforcer = quota.NewEnforcer(b.quotas.store.Config, nil)
 	b.peers = brokerapi.NewClient()
 	if peerTLS != nil {
 		b.peers.UseTLS(peerTLS)
@@ -353,6 +357,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	if b.authStore != nil {
 		b.authStore.Start()
 	}
+	b.quotas.store.Start()
 	b.goFunc(func() {
 		if err := b.srv.Serve(b.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			b.log.Error("internal API stopped", "err", err)
@@ -555,6 +560,7 @@ func (b *Broker) Close() error {
 		if b.authStore != nil {
 			b.authStore.Close()
 		}
+		b.quotas.store.Close()
 		b.wg.Wait()
 		if b.cold != nil {
 			b.cold.Close()

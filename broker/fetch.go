@@ -101,8 +101,8 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			err = p.onFollowerFetch(int32(replica), offset, epoch)
 		}
-	} else {
-		err = p.checkLeader(epoch)
+	} else if err = p.checkLeader(epoch); err == nil {
+		err = b.admitFetch(r)
 	}
 	if err != nil {
 		api.WriteError(w, err)
@@ -161,6 +161,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if replica == 0 {
 		b.traffic.fetched(offset, res.NextOffset, res.Size)
+		b.chargeFetch(r, res.Size)
 	}
 	if _, err := res.File.Seek(res.Position, io.SeekStart); err != nil {
 		return // headers are out; the short body tells the client
@@ -215,5 +216,6 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
 	b.traffic.fetched(offset, next, int64(len(data)))
+	b.chargeFetch(r, int64(len(data)))
 	_, _ = w.Write(data)
 }

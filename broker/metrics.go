@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-io/sluice/quota"
 )
 
 // Partition gauges are read when Prometheus scrapes (nothing is updated on
@@ -99,6 +101,6 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves this broker's metrics and the Go runtime's.
 func (b *Broker) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, authCollector{b}, prometheus.NewGoCollector())
+	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, authCollector{b}, quota.NewCollector(b.quotas.enforcer, "sluice_broker_quota"), prometheus.NewGoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

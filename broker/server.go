@@ -26,11 +26,11 @@ const (
 
 // routes builds the internal API. No middleware wraps the ResponseWriter, so
 // fetch responses reach the TCP connection through sendfile; the
-// middlewares only defer a recover (recoverer) and check the caller's
-// signature (nodeAuth).
+// middlewares only defer a recover (recoverer), check the caller's
+// signature (nodeAuth) and apply the request quota (throttleRequests).
 func (b *Broker) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(b.recoverer, b.nodeAuth)
+	r.Use(b.recoverer, b.nodeAuth, b.throttleRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -122,6 +122,10 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 	// The log copies the batches into its file; the buffer is free after Produce.
 	defer putBody(bp)
 	body := *bp
+	if err := b.admitProduce(r, len(body)); err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	ctx, cancel := contextWithTimeout(r, time.Duration(timeoutMs)*time.Millisecond)
 	defer cancel()
 	res, err := p.Produce(ctx, body, acks, epoch)

@@ -34,6 +34,10 @@ type Client struct {
 	Auth *NodeAuth
 	// scheme is that of addresses given without one: https after UseTLS.
 	scheme string
+	// OnThrottle, when set, is called with the request's context and the
+	// throttle time of every THROTTLED answer (set it before the first
+	// call); it must not block.
+	OnThrottle func(ctx context.Context, d time.Duration)
 }
 
 // UseTLS makes the client call brokers over TLS with cfg (call it before
@@ -117,6 +121,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if p, ok := auth.PrincipalIn(req.Context()); ok {
 		req.Header.Set(HeaderPrincipal, p)
 	}
+	if id := ClientIDFrom(req.Context()); id != "" {
+		req.Header.Set(api.HeaderClientID, id)
+	}
 	if c.Auth != nil {
 		c.Auth.Sign(req, time.Now())
 	}
@@ -131,7 +138,11 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		return nil, api.ReadError(resp)
+		e := api.ReadError(resp)
+		if e.Code == api.CodeThrottled && c.OnThrottle != nil {
+			c.OnThrottle(req.Context(), e.Throttle)
+		}
+		return nil, e
 	}
 	return resp, nil
 }

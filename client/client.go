@@ -38,6 +38,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 // Defaults of the options.
@@ -142,6 +144,14 @@ func WithToken(token string) Option {
 	return func(c *Client) { c.token = token }
 }
 
+// WithClientID sends id as X-Client-Id with every request and WebSocket
+// handshake: the application's name (Kafka's client.id), which quotas per
+// principal and client id are accounted to. 1 to 255 of [a-zA-Z0-9._-];
+// the gateway refuses others with INVALID_REQUEST. Default none.
+func WithClientID(id string) Option {
+	return func(c *Client) { c.clientID = id }
+}
+
 // Client calls one Sluice gateway (or a load balancer in front of several).
 // It is safe for concurrent use; its methods never change it.
 type Client struct {
@@ -150,6 +160,7 @@ type Client struct {
 	ownHC     bool // hc was made by New, so Close may drop its idle connections
 	userAgent string
 	token     string // bearer token; "" sends none
+	clientID  string // X-Client-Id; "" sends none
 	timeout   time.Duration
 	retry     RetryPolicy
 }
@@ -316,6 +327,9 @@ func (c *Client) once(ctx context.Context, req *request) (*response, error) {
 		hreq.Header.Set("Content-Type", req.ctype)
 	}
 	hreq.Header.Set("User-Agent", c.userAgent)
+	if c.clientID != "" {
+		hreq.Header.Set(api.HeaderClientID, c.clientID)
+	}
 	if c.token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.token)
 	}

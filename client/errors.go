@@ -29,7 +29,8 @@ type Error struct {
 	// the frame came without one.
 	Status int
 	// RetryAfter is the server's Retry-After (1 s on retriable 503 and 429
-	// answers), zero when it sent none.
+	// answers), or for THROTTLED its X-Sluice-Throttle-Ms, zero when it
+	// sent none.
 	RetryAfter time.Duration
 }
 
@@ -110,6 +111,7 @@ var unappliedCodes = map[api.Code]bool{
 	api.CodeNotEnoughReplicas:   true,
 	api.CodeNotController:       true,
 	api.CodeTooManyRequests:     true,
+	api.CodeThrottled:           true,
 	api.CodeFencedLeaderEpoch:   true,
 	api.CodeUnknownLeaderEpoch:  true,
 	api.CodeNotCoordinator:      true,
@@ -169,8 +171,13 @@ func decodeError(status int, h http.Header, body []byte) *Error {
 	return e
 }
 
-// retryAfter reads a Retry-After header given in seconds; dates and junk are ignored.
+// retryAfter reads X-Sluice-Throttle-Ms (a quota's throttle time, to the
+// millisecond), else a Retry-After header given in seconds; dates and junk
+// are ignored.
 func retryAfter(h http.Header) time.Duration {
+	if d := api.ThrottleOf(h); d > 0 {
+		return d
+	}
 	s := h.Get("Retry-After")
 	if s == "" {
 		return 0

@@ -67,6 +67,9 @@ func (c *Client) dialWS(ctx context.Context, path string, q url.Values, readLimi
 	lctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	hdr := http.Header{"User-Agent": {c.userAgent}}
+	if c.clientID != "" {
+		hdr.Set(api.HeaderClientID, c.clientID)
+	}
 	if c.token != "" {
 		hdr.Set("Authorization", "Bearer "+c.token)
 	}

@@ -57,13 +57,14 @@ func (g *Gateway) parseFetchParams(r *http.Request) (fetchParams, error) {
 
 // retriableRead: reads are idempotent, so any retriable failure is retried,
 // except REMOTE_CORRUPT: every retry would fetch the same damaged objects
-// from the store again, so the client gets it at once and backs off.
+// from the store again, so the client gets it at once and backs off; and
+// THROTTLED, which the client must wait off (the caller's quota).
 func retriableRead(err error) bool {
 	if brokerapi.NotSent(err) {
 		return true
 	}
 	e := api.Classify(err)
-	return e.Retriable() && e.Code != api.CodeRemoteCorrupt
+	return e.Retriable() && e.Code != api.CodeRemoteCorrupt && e.Code != api.CodeThrottled
 }
 
 // resolveOffset turns "earliest"/"latest"/N into a number, asking the leader.

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -80,23 +81,25 @@ type Options struct {
 
 // Gateway serves the public API.
 type Gateway struct {
-	opts      Options
-	log       *slog.Logger
-	view      *cluster.View
-	brokers   *brokerapi.Client
-	ln        net.Listener
-	srv       *http.Server
-	sticky    stickyPartitioner
-	producers producerEpochs
-	metrics   *gatewayMetrics
-	limits    Limits     // opts.Limits with defaults
-	mem       *memBudget // produce memory (gateway.produce.memory.bytes)
-	acks0     sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
-	wsConns   *wsConns   // open WebSockets: limits, pings, shutdown
-	tails     *tails     // shared long polls of WebSocket streams at their partition's end
-	auth      AuthOptions
-	authStore *auth.Store  // tokens and ACLs, watched
-	origins   *originGuard // nil: no Origin or Host allow-list
+	opts       Options
+	log        *slog.Logger
+	view       *cluster.View
+	brokers    *brokerapi.Client
+	ln         net.Listener
+	srv        *http.Server
+	sticky     stickyPartitioner
+	producers  producerEpochs
+	metrics    *gatewayMetrics
+	limits     Limits     // opts.Limits with defaults
+	mem        *memBudget // produce memory (gateway.produce.memory.bytes)
+	acks0      sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
+	wsConns    *wsConns   // open WebSockets: limits, pings, shutdown
+	tails      *tails     // shared long polls of WebSocket streams at their partition's end
+	auth       AuthOptions
+	authStore  *auth.Store  // tokens and ACLs, watched
+	origins    *originGuard // nil: no Origin or Host allow-list
+	quotas     *quota.Store // client quotas, watched (enforced by the brokers)
+	quotaStats *quotaStats  // THROTTLED answers and stream waits per principal
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -175,10 +178,14 @@ func New(opts Options) (*Gateway, error) {
 	g.view = cluster.NewView(opts.Coord, g.log)
 	g.auth = authOpts
 	g.authStore = auth.NewStore(opts.Coord, g.log)
+	g.quotas = quota.NewStore(opts.Coord, g.log)
+	g.quotaStats = newQuotaStats()
+	g.metrics.reg.MustRegister(g.quotaStats)
 	g.brokers = brokerapi.NewClient()
 	if brokerTLS != nil {
 		g.brokers.UseTLS(brokerTLS)
 	}
+	g.brokers.OnThrottle = g.quotaStats.onThrottle
 	if len(opts.ClusterSecret) > 0 {
 		g.brokers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.NodeGateway}
 	}
@@ -204,6 +211,7 @@ func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 func (g *Gateway) Start() {
 	g.view.Start()
 	g.authStore.Start()
+	g.quotas.Start()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -238,6 +246,7 @@ func (g *Gateway) Close() error {
 	g.cancel()
 	g.wg.Wait()
 	g.authStore.Close()
+	g.quotas.Close()
 	g.view.Close()
 	g.brokers.Close()
 	return err
@@ -247,7 +256,7 @@ func (g *Gateway) Close() error {
 // checks it.
 func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate)
+	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate, g.withClientID)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -297,6 +306,9 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(cluster(auth.OpAlter)).Post("/v1/acls", g.handleCreateACL)
 	r.With(cluster(auth.OpAlter)).Get("/v1/acls", g.handleListACLs)
 	r.With(cluster(auth.OpAlter)).Delete("/v1/acls", g.handleDeleteACLs)
+	r.With(cluster(auth.OpDescribeConfigs)).Get("/v1/quotas", g.handleListQuotas)
+	r.With(cluster(auth.OpAlterConfigs)).Put("/v1/quotas", g.handlePutQuota)
+	r.With(cluster(auth.OpAlterConfigs)).Delete("/v1/quotas", g.handleDeleteQuota)
 	// The browser dashboard: static files under /ui/ (package web), which
 	// use only the routes above.
 	r.Get("/", redirectTo(web.Prefix))

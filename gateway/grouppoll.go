@@ -61,7 +61,13 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 		pp.wait = half
 	}
 	began := time.Now()
-	recs, next := g.readPartitions(ctx, positions, pp)
+	recs, next, throttled := g.readPartitions(ctx, positions, pp)
+	if len(recs) == 0 && throttled != nil {
+		// Over the fetch quota and nothing to show for it: the member
+		// waits it off (429, or a WebSocket member's pause) instead of
+		// polling again at once.
+		return api.GroupPollResponse{}, throttled
+	}
 	if (pp.cursor == "" && moved(positions, plan.Starts, next)) || time.Since(began) > time.Second {
 		// A member that polls without a cursor reads on from where the
 		// coordinator remembers its last poll ending (one that sends the
@@ -138,7 +144,9 @@ type partResult struct {
 // came back and the poll may wait, it long-polls them all and stops at the
 // first that has records. It returns the records (at most maxRecords, in
 // partition order) and the position after them in every partition.
-func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollParams) ([]api.GroupRecord, []api.PartitionOffset) {
+// A THROTTLED fetch leaves its partition's position; the first one is
+// returned too, for a poll that read nothing because of it.
+func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollParams) ([]api.GroupRecord, []api.PartitionOffset, error) {
 	results := g.readRound(ctx, ps, pp, 0)
 	if total(results) == 0 && pp.wait > 0 && len(ps) > 0 {
 		results = g.readRound(ctx, ps, pp, pp.wait)
@@ -146,9 +154,13 @@ func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollPara
 	take := fairShares(results, pp.maxRecords)
 	recs := []api.GroupRecord{}
 	next := make([]api.PartitionOffset, len(ps))
+	var throttled error
 	for i, p := range ps {
 		r := results[i]
 		pos := p.offset
+		if throttled == nil && errors.Is(r.err, &api.Error{Code: api.CodeThrottled}) {
+			throttled = r.err
+		}
 		if r.err == nil {
 			pos = r.next
 		} else if errors.Is(r.err, api.ErrOffsetOutOfRange) {
@@ -166,7 +178,7 @@ func (g *Gateway) readPartitions(ctx context.Context, ps []position, pp pollPara
 		}
 		next[i] = api.PartitionOffset{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: pos}
 	}
-	return recs, next
+	return recs, next, throttled
 }
 
 // fairShares is how many of each partition's fetched records a poll of at

@@ -186,6 +186,9 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 			return m.g.brokers.Heartbeat(hctx, addr, m.group, m.id)
 		})
 		cancel()
+		if m.g.waitThrottledUpTo(ctx, err, m.heartbeat) {
+			return nil // over the request rate: slowed down; the next tick tries again
+		}
 		if err != nil {
 			return err
 		}
@@ -252,6 +255,9 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if m.g.waitThrottledUpTo(ctx, err, max(m.heartbeat, 100*time.Millisecond)) {
+				continue // slowed down, not closed; the next poll heartbeats
 			}
 			return err
 		}

@@ -431,6 +431,8 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.TokenList{}, "TokenList", true, nil},
 		{api.ACL{}, "ACL", false, nil},
 		{api.ACLList{}, "ACLList", true, nil},
+		{api.Quota{}, "Quota", false, nil},
+		{api.QuotaList{}, "QuotaList", true, nil},
 		// The frames of a WebSocket group member.
 		{wsRecordsFrame{}, "GroupRecordsFrame", true, nil},
 		{wsAssignmentFrame{}, "HeartbeatResponse", true, nil},

@@ -291,6 +291,9 @@ func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, par
 		g.metrics.produceRequests.WithLabelValues(string(first.Code)).Inc()
 		resp.Error = &api.ErrorDetail{Code: first.Code, Message: first.Message, Retriable: first.Retriable()}
 		w.Header().Set(api.HeaderErrorCode, string(first.Code))
+		if first.Throttle > 0 {
+			api.SetThrottle(w.Header(), first.Throttle)
+		}
 		writeJSON(w, first.Status(), resp)
 		return
 	}
@@ -518,9 +521,14 @@ func retriableBeforeWrite(err error) bool {
 
 // retriableIdempotent: for a batch with a producer id and sequence, every
 // retriable failure may be retried, including those after which the batch may
-// have been written (the broker answers a duplicate with its first offsets).
+// have been written (the broker answers a duplicate with its first offsets),
+// but THROTTLED, which goes back to the client to wait off.
 func retriableIdempotent(err error) bool {
-	return retriableBeforeWrite(err) || api.Classify(err).Retriable()
+	if retriableBeforeWrite(err) {
+		return true
+	}
+	e := api.Classify(err)
+	return e.Retriable() && e.Code != api.CodeThrottled
 }
 
 // produceTo sends one partition's batch to its leader, following leadership

@@ -30,6 +30,11 @@ import (
 // {"credit":N} with 0 < N <= 2^40 closes it with 1008 (policy violation);
 // gateway shutdown closes it with 1001 (going away).
 //
+// A stream whose caller is over a quota waits the throttle time the broker
+// gave and goes on (waitThrottled): slowed down, never closed. A caller with
+// a fetch quota does not take a shared poll's batches (below) but fetches
+// them itself, so the broker accounts them.
+//
 // A stream at the end of its partition waits on the partition's shared
 // long poll (tails, tailwait.go), which asks the leader for as long as the
 // broker allows (wsIdlePollWait) on behalf of every stream waiting there:
@@ -139,6 +144,9 @@ func (s *wsStream) readCredits(cancel context.CancelFunc) {
 // stream sends records while there is credit.
 func (s *wsStream) stream(ctx context.Context) error {
 	offset, err := s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+	for err != nil && s.g.waitThrottled(ctx, err) {
+		offset, err = s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+	}
 	if err != nil {
 		return err
 	}
@@ -159,7 +167,7 @@ func (s *wsStream) stream(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if d != nil && d.from == offset {
+			if d != nil && d.from == offset && !s.g.fetchQuotaApplies(ctx) {
 				shared = d
 			}
 		}
@@ -172,6 +180,9 @@ func (s *wsStream) stream(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if s.g.waitThrottled(ctx, err) {
+				continue // over its quota: slowed down, not closed
 			}
 			return err
 		}

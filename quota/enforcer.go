@@ -2,6 +2,7 @@ package quota
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,17 +37,24 @@ type Stats struct {
 // Enforcer applies the quotas of a Config to callers: one Bucket per kind
 // and bucket key (Config.Resolve), and counters per principal.
 //
-// Safe for concurrent use: one mutex guards the buckets and counters, held
-// only for a map lookup and a little arithmetic, never across I/O (a leaf
-// in any lock order).
+// Safe for concurrent use: one mutex guards the buckets, held only for a
+// map lookup and a little arithmetic, never across I/O (a leaf in any lock
+// order), and taken only for callers with a quota; the counters are atomic,
+// in a map read without locks.
 type Enforcer struct {
 	config func() *Config
 	now    func() time.Time
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards buckets and lastSweep
 	buckets   [numKinds]map[Entity]*Bucket
 	lastSweep [numKinds]time.Time
-	stats     map[string]*Stats
+
+	stats      sync.Map // principal → *counters
+	statsCount atomic.Int64
+}
+
+type counters struct {
+	amount, throttled, throttleNs [numKinds]atomic.Int64
 }
 
 // NewEnforcer returns an enforcer of the quotas config returns at each
@@ -55,7 +63,7 @@ func NewEnforcer(config func() *Config, now func() time.Time) *Enforcer {
 	if now == nil {
 		now = time.Now
 	}
-	e := &Enforcer{config: config, now: now, stats: map[string]*Stats{}}
+	e := &Enforcer{config: config, now: now}
 	for k := range e.buckets {
 		e.buckets[k] = map[Entity]*Bucket{}
 	}
@@ -67,36 +75,37 @@ func NewEnforcer(config func() *Config, now func() time.Time) *Enforcer {
 // without a quota of that kind is always admitted. Fetches ask with n 0
 // and Charge what they served.
 func (e *Enforcer) Admit(principal, clientID string, k Kind, n int64) time.Duration {
+	st := e.counters(principal)
 	rate, key := e.config().Resolve(principal, clientID, k)
-	now := e.now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.statsLocked(principal)
 	if rate == 0 {
-		st.Amount[k] += n
+		st.amount[k].Add(n)
 		return 0
 	}
+	now := e.now()
+	e.mu.Lock()
 	d := e.bucketLocked(k, key, now, rate).Take(now, rate, n)
+	e.mu.Unlock()
 	if d > 0 {
-		st.Throttled[k]++
-		st.ThrottleTime[k] += d
+		st.throttled[k].Add(1)
+		st.throttleNs[k].Add(int64(d))
 		return d
 	}
-	st.Amount[k] += n
+	st.amount[k].Add(n)
 	return 0
 }
 
 // Charge takes n units of kind for an admitted request whose size was
 // known only once it was served.
 func (e *Enforcer) Charge(principal, clientID string, k Kind, n int64) {
+	e.counters(principal).amount[k].Add(n)
 	rate, key := e.config().Resolve(principal, clientID, k)
+	if rate == 0 {
+		return
+	}
 	now := e.now()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.statsLocked(principal).Amount[k] += n
-	if rate > 0 {
-		e.bucketLocked(k, key, now, rate).Charge(now, rate, n)
-	}
+	e.bucketLocked(k, key, now, rate).Charge(now, rate, n)
+	e.mu.Unlock()
 }
 
 // bucketLocked finds or makes the bucket of key, within MaxBuckets.
@@ -129,30 +138,36 @@ func (e *Enforcer) bucketLocked(k Kind, key Entity, now time.Time, rate float64)
 	return b
 }
 
-func (e *Enforcer) statsLocked(principal string) *Stats {
-	st, ok := e.stats[principal]
-	if ok {
-		return st
+// counters are principal's, or OtherPrincipal's past MaxStatsPrincipals
+// (a few more may slip in while many new principals arrive at once).
+func (e *Enforcer) counters(principal string) *counters {
+	if c, ok := e.stats.Load(principal); ok {
+		return c.(*counters)
 	}
-	if len(e.stats) >= MaxStatsPrincipals {
+	if e.statsCount.Load() >= MaxStatsPrincipals {
 		principal = OtherPrincipal
-		if st, ok := e.stats[principal]; ok {
-			return st
-		}
 	}
-	st = &Stats{}
-	e.stats[principal] = st
-	return st
+	c, loaded := e.stats.LoadOrStore(principal, &counters{})
+	if !loaded {
+		e.statsCount.Add(1)
+	}
+	return c.(*counters)
 }
 
 // Stats copies the counters by principal.
 func (e *Enforcer) Stats() map[string]Stats {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]Stats, len(e.stats))
-	for p, st := range e.stats {
-		out[p] = *st
-	}
+	out := map[string]Stats{}
+	e.stats.Range(func(k, v any) bool {
+		c := v.(*counters)
+		var st Stats
+		for i := range numKinds {
+			st.Amount[i] = c.amount[i].Load()
+			st.Throttled[i] = c.throttled[i].Load()
+			st.ThrottleTime[i] = time.Duration(c.throttleNs[i].Load())
+		}
+		out[k.(string)] = st
+		return true
+	})
 	return out
 }
 

@@ -97,3 +97,25 @@ func TestEnforcerBounds(t *testing.T) {
 		t.Errorf("%d buckets after the sweep, want the new caller's (and the overflow's at most)", n)
 	}
 }
+
+// BenchmarkEnforcerAdmit is the cost a broker adds to each request: with no
+// quotas, and with a default quota that gives every caller a bucket.
+func BenchmarkEnforcerAdmit(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		quotas []Quota
+	}{
+		{"none", nil},
+		{"default", []Quota{{Entity: Entity{Principal: Default}, ProducerByteRate: 1e12, RequestRate: 1e12}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := NewConfig(tc.quotas)
+			e := NewEnforcer(func() *Config { return cfg }, nil)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					e.Admit("User:alice", "app", Produce, 1000)
+				}
+			})
+		})
+	}
+}

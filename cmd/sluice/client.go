@@ -22,7 +22,8 @@ func runGroups(ctx context.Context, args []string) error  { return groupsCmd(ctx
 // URL it cannot use is a usage error (--url, SLUICE_URL). The environment
 // variable SLUICE_TOKEN, when set, is sent as the bearer token.
 func newClient(base string) (*client.Client, error) {
-	cl, err := client.New(base, client.WithUserAgent("sluice-cli/"+version), client.WithToken(os.Getenv("SLUICE_TOKEN")))
+	cl, err := client.New(base, client.WithUserAgent("sluice-cli/"+version), client.WithToken(os.Getenv("SLUICE_TOKEN")),
+		client.WithClientID(os.Getenv("SLUICE_CLIENT_ID")))
 	if err != nil {
 		return nil, &usageError{msg: "--url: " + err.Error()}
 	}

@@ -36,6 +36,7 @@ func commands() []command {
 		{name: "groups", summary: "list, describe, reset or delete consumer groups", cli: groupsCmd},
 		{name: "tokens", summary: "create, list or revoke API tokens (env SLUICE_TOKEN sends one with every command)", cli: tokensCmd},
 		{name: "acls", summary: "create, list or delete ACLs", cli: aclsCmd},
+		{name: "quotas", summary: "list, set or delete client quotas (env SLUICE_CLIENT_ID sends a client id with every command)", cli: quotasCmd},
 		{name: "sink", summary: "write topics into Redis or an S3 archive exactly once, as a consumer group member (sink redis|s3)", run: runSink},
 		{name: "archive", summary: "check an S3 archive of a topic against the log: gaps, overlaps (archive verify)", run: runArchive},
 		{name: "bench", summary: "measure produce and consume throughput and latency through a gateway", run: runBench},
