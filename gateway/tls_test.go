@@ -2,16 +2,9 @@ package gateway_test
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,56 +13,10 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/internal/testcerts"
 	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
-
-// testCA issues certificates for the TLS tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for cn; server certificates name
-// 127.0.0.1.
-func (ca *testCA) issue(t *testing.T, cn string, serial int64, server bool) (certPEM, keyPEM []byte) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func writeFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestTLSAndClientCertificates serves the API over TLS with client
 // certificates required: a client without one fails the handshake, a
@@ -83,13 +30,12 @@ func TestTLSAndClientCertificates(t *testing.T) {
 		t.Fatalf("ACL: %d %s", status, b)
 	}
 
+	ca := testcerts.NewCA(t, "test CA")
+	served, servedKey := ca.Issue(t, "gateway", testcerts.Server)
 	dir := t.TempDir()
-	ca := newTestCA(t)
-	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	certPEM, keyPEM := ca.issue(t, "gateway", 2, true)
-	writeFile(t, certFile, certPEM)
-	writeFile(t, keyFile, keyPEM)
-	writeFile(t, caFile, ca.pem)
+	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), ca.File
+	copyFile(t, certFile, served)
+	copyFile(t, keyFile, servedKey)
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: c.Store.Session(),
 		TLS:  &gateway.TLSOptions{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, RequireClientCert: true},
 		Auth: gateway.AuthOptions{Required: true}})
@@ -100,13 +46,17 @@ func TestTLSAndClientCertificates(t *testing.T) {
 	defer gw.Close()
 	base := "https://" + gw.Addr()
 
+	pem, err := os.ReadFile(ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.pem)
+	roots.AppendCertsFromPEM(pem)
 	clientFor := func(cn string, maxVersion uint16) *http.Client {
 		cfg := &tls.Config{RootCAs: roots, MaxVersion: maxVersion}
 		if cn != "" {
-			cp, kp := ca.issue(t, cn, time.Now().UnixNano(), false)
-			pair, err := tls.X509KeyPair(cp, kp)
+			cf, kf := ca.Issue(t, cn, testcerts.Client)
+			pair, err := tls.LoadX509KeyPair(cf, kf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,10 +89,10 @@ func TestTLSAndClientCertificates(t *testing.T) {
 		}
 	}
 
-	// A renewed certificate (serial 3) is served to new connections.
-	certPEM, keyPEM = ca.issue(t, "gateway", 3, true)
-	writeFile(t, keyFile, keyPEM)
-	writeFile(t, certFile, certPEM)
+	// A renewed certificate is served to new connections.
+	renewed, renewedKey := ca.Issue(t, "gateway-renewed", testcerts.Server)
+	copyFile(t, keyFile, renewedKey)
+	copyFile(t, certFile, renewed)
 	later := time.Now().Add(2 * time.Second)
 	_ = os.Chtimes(certFile, later, later)
 	_ = os.Chtimes(keyFile, later, later)
@@ -152,6 +102,17 @@ func TestTLSAndClientCertificates(t *testing.T) {
 			return false
 		}
 		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64() == 3
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName == "gateway-renewed"
 	})
+}
+
+func copyFile(t *testing.T, dst, src string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
