@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,19 @@ func TestBrokerTLS(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %d %v, want a handshake error about the %s", tc.name, code, err, tc.want)
 		}
+	}
+
+	// sluice drain calls a broker over TLS with the cluster's flags, and
+	// fails without a client certificate.
+	if out, err := exec.Command(Binary(t), "drain", "--broker", b.URL, "--timeout", "20s", "--cluster-ca", c.CA.File).CombinedOutput(); err == nil {
+		t.Errorf("sluice drain without a client certificate succeeded: %s", out)
+	}
+	out, err := exec.Command(Binary(t), "drain", "--broker", b.Addr, "--timeout", "20s",
+		"--cluster-ca", c.CA.File, "--cluster-cert", c.gwCert, "--cluster-key", c.gwKey).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice drain over TLS: %v\n%s", err, out)
+	}
+	if reg, ok := zkRegistration(c, 1); !ok || !reg.ShuttingDown {
+		t.Errorf("after sluice drain over TLS, b1's registration is %+v (present %v); want shutting down", reg, ok)
 	}
 }
