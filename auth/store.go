@@ -124,11 +124,13 @@ func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err erro
 		}
 	}
 	old := s.snap.Load()
-	ids, _, tw, err := s.c.ChildrenW(ctx, TokensPath)
+	twFn, tw := coord.WatchChan()
+	ids, _, err := s.c.ChildrenW(ctx, TokensPath, twFn)
 	if err != nil {
 		return nil, nil, err
 	}
-	keys, _, aw, err := s.c.ChildrenW(ctx, ACLsPath)
+	awFn, aw := coord.WatchChan()
+	keys, _, err := s.c.ChildrenW(ctx, ACLsPath, awFn)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -424,7 +424,8 @@ func (b *Broker) registerLoop(ctx context.Context) {
 			continue
 		}
 		b.registered.Store(true)
-		exists, _, ch, err := b.opts.Coord.ExistsW(ctx, path)
+		fn, ch := coord.WatchChan()
+		exists, _, err := b.opts.Coord.ExistsW(ctx, path, fn)
 		if err != nil || !exists {
 			b.registered.Store(false)
 			continue

@@ -56,7 +56,8 @@ func (ctl *controller) run(ctx context.Context) {
 		}
 		// Wait until the /controller node changes (ours expired, or the
 		// winner's went away), then compete again.
-		exists, _, ch, err := ctl.c.ExistsW(ctx, cluster.ControllerPath)
+		fn, ch := coord.WatchChan()
+		exists, _, err := ctl.c.ExistsW(ctx, cluster.ControllerPath, fn)
 		if err != nil {
 			ctl.setInactive()
 			sleep(ctx, 250*time.Millisecond)

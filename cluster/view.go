@@ -18,9 +18,9 @@ import (
 // quiet cluster costs no coordinator traffic. Readers call Current, which never
 // blocks; owners of reactions (a broker's partition manager) Subscribe.
 //
-// Goroutines: one refresh loop (started by Start, stopped by Close), and one
-// short-lived forwarder per armed watch that ends when the watch fires or the
-// view closes.
+// Goroutines: one refresh loop (started by Start, stopped by Close). Watches
+// cost none: the coordinator calls the view's WatchFunc, which forgets the
+// node and wakes the loop.
 type View struct {
 	c   coord.Coordinator
 	log *slog.Logger
@@ -44,7 +44,12 @@ type nodeData struct {
 	children []string
 	version  int32
 	exists   bool
+	watch    *viewWatch // the armed watch this data is good under
 }
+
+// viewWatch is one armed watch; fired is set (under View.mu) when it fires,
+// possibly before the read that armed it is recorded.
+type viewWatch struct{ fired bool }
 
 // NewView returns a view over c; call Start to begin watching.
 func NewView(c coord.Coordinator, log *slog.Logger) *View {
@@ -70,7 +75,7 @@ func (v *View) Start() {
 	v.trigger()
 }
 
-// Close stops the refresh loop and the forwarders and waits for them.
+// Close stops the refresh loop and waits for it.
 func (v *View) Close() {
 	v.mu.Lock()
 	if v.done1 {
@@ -109,8 +114,8 @@ func (v *View) Refresh(ctx context.Context) error {
 	v.synced[ch] = v.gen
 	// Forget cached data: the caller wants what the coordinator has now. The
 	// armed watches stay armed; their forwarders will only trigger another refresh.
-	for p := range v.watched {
-		v.watched[p] = nodeData{version: -2}
+	for p, n := range v.watched {
+		v.watched[p] = nodeData{version: -2, watch: n.watch}
 	}
 	v.mu.Unlock()
 	v.trigger()
@@ -261,36 +266,41 @@ func (v *View) cached(p string) (nodeData, bool) {
 	return n, ok && n.version != -2
 }
 
-// arm records a read of p. fresh means the read armed a new watch (ch), whose
-// forwarder is started here. Otherwise the read relied on the watch of an
-// earlier read; if that watch fired while the read was in flight, its
-// forwarder has already forgotten p, and the data is left uncached so the
-// next refresh reads p again and arms a new watch. Caching it would leave p
-// with no watch at all, its later changes never seen.
-func (v *View) arm(p string, n nodeData, ch <-chan coord.Event, fresh bool) {
-	v.mu.Lock()
-	if !fresh {
-		if _, ok := v.watched[p]; ok {
-			v.watched[p] = n
-		}
-		v.mu.Unlock()
-		return
-	}
-	v.watched[p] = n
-	v.mu.Unlock()
-	v.wg.Add(1)
-	go func() {
-		defer v.wg.Done()
-		select {
-		case <-ch:
-		case <-v.done:
-			return
-		}
+// newWatch returns a watch for p and the WatchFunc to arm it with: when it
+// fires, p is forgotten (if its data is still held under this watch) and
+// the loop wakes to read it again.
+func (v *View) newWatch(p string) (*viewWatch, coord.WatchFunc) {
+	w := &viewWatch{}
+	return w, func(coord.Event) {
 		v.mu.Lock()
-		delete(v.watched, p)
+		w.fired = true
+		if n, ok := v.watched[p]; ok && n.watch == w {
+			delete(v.watched, p)
+		}
 		v.mu.Unlock()
 		v.trigger()
-	}()
+	}
+}
+
+// arm records a read of p. With w set the read armed that new watch;
+// otherwise it relied on the watch of an earlier read. Either way, if the
+// watch fired while the read was in flight, the data is left uncached so
+// the next refresh reads p again and arms a new watch: caching it would
+// leave p with no watch at all, its later changes never seen.
+func (v *View) arm(p string, n nodeData, w *viewWatch) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w == nil {
+		if cur, ok := v.watched[p]; ok {
+			n.watch = cur.watch
+			v.watched[p] = n
+		}
+		return
+	}
+	if !w.fired {
+		n.watch = w
+		v.watched[p] = n
+	}
 }
 
 // isArmed reports whether a watch is armed for p (cached data may be stale).
@@ -308,7 +318,7 @@ func (v *View) data(ctx context.Context, p string) (nodeData, error) {
 	armed := v.isArmed(p)
 	var (
 		n   nodeData
-		ch  <-chan coord.Event
+		w   *viewWatch
 		err error
 	)
 	if armed {
@@ -318,7 +328,9 @@ func (v *View) data(ctx context.Context, p string) (nodeData, error) {
 	} else {
 		var ok bool
 		var st coord.Stat
-		ok, st, ch, err = v.c.ExistsW(ctx, p)
+		var fn coord.WatchFunc
+		w, fn = v.newWatch(p)
+		ok, st, err = v.c.ExistsW(ctx, p, fn)
 		if err == nil && ok {
 			// The exists-watch fires on data change and deletion too.
 			n.data, st, err = v.c.Get(ctx, p)
@@ -331,7 +343,7 @@ func (v *View) data(ctx context.Context, p string) (nodeData, error) {
 	if err != nil {
 		return nodeData{}, err
 	}
-	v.arm(p, n, ch, !armed)
+	v.arm(p, n, w)
 	return n, nil
 }
 
@@ -342,13 +354,15 @@ func (v *View) children(ctx context.Context, p string) ([]string, error) {
 	armed := v.isArmed(p)
 	var (
 		kids []string
-		ch   <-chan coord.Event
+		w    *viewWatch
 		err  error
 	)
 	if armed {
 		kids, _, err = v.c.Children(ctx, p)
 	} else {
-		kids, _, ch, err = v.c.ChildrenW(ctx, p)
+		var fn coord.WatchFunc
+		w, fn = v.newWatch(p)
+		kids, _, err = v.c.ChildrenW(ctx, p, fn)
 	}
 	if errors.Is(err, coord.ErrNoNode) {
 		// Not created yet: poll until it is (the retry timer re-runs read).
@@ -357,6 +371,6 @@ func (v *View) children(ctx context.Context, p string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.arm(p, nodeData{children: kids, exists: true}, ch, !armed)
+	v.arm(p, nodeData{children: kids, exists: true}, w)
 	return kids, nil
 }

@@ -85,3 +85,56 @@ func TestViewSeesChangesAfterAWatchFiresDuringARead(t *testing.T) {
 		return len(v.Current().Brokers) == 3
 	})
 }
+
+// earlyFireCoord changes the tree right after the next watched Children
+// read of BrokersIDsPath has armed its watch, before the read returns to
+// the view: the WatchFunc runs before the view has recorded the read.
+type earlyFireCoord struct {
+	coord.Coordinator
+	mu    sync.Mutex
+	after func()
+}
+
+func (c *earlyFireCoord) ChildrenW(ctx context.Context, p string, w coord.WatchFunc) ([]string, coord.Stat, error) {
+	kids, st, err := c.Coordinator.ChildrenW(ctx, p, w)
+	c.mu.Lock()
+	f := c.after
+	if p == BrokersIDsPath {
+		c.after = nil
+	}
+	c.mu.Unlock()
+	if p == BrokersIDsPath && f != nil && err == nil {
+		f()
+	}
+	return kids, st, err
+}
+
+// A watch that fires before the read that armed it is recorded must not
+// leave that read's data cached under a watch that is gone.
+func TestViewSeesChangesAfterAWatchFiresBeforeItsReadReturns(t *testing.T) {
+	store, err := coord.NewMemStore(coord.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s := store.Session()
+	ctx := context.Background()
+	for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
+		if _, err := s.Create(ctx, p, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(t, s, 1)
+	ec := &earlyFireCoord{Coordinator: s, after: func() { register(t, s, 2) }}
+	v := NewView(ec, nil)
+	v.Start()
+	defer v.Close()
+	<-v.Loaded()
+	testwait.For(t, 5*time.Second, "the view to list brokers 1 and 2", func() bool {
+		return len(v.Current().Brokers) == 2
+	})
+	register(t, s, 3)
+	testwait.For(t, 5*time.Second, "the view to list brokers 1, 2 and 3", func() bool {
+		return len(v.Current().Brokers) == 3
+	})
+}

@@ -388,7 +388,8 @@ func testEphemeralGoneOnClose(t *testing.T, newSession newSessionFunc) {
 
 	mustCreate(t, a, eph, []byte("a"), Ephemeral)
 	mustCreate(t, a, kept, nil, 0)
-	ok, st, watch, err := b.ExistsW(ctx, eph)
+	watchFn, watch := WatchChan()
+	ok, st, err := b.ExistsW(ctx, eph, watchFn)
 	if err != nil || !ok {
 		t.Fatalf("ExistsW(ephemeral) = %v, %v", ok, err)
 	}
@@ -419,11 +420,13 @@ func testEphemeralGoneOnExpire(t *testing.T, newSession newSessionFunc) {
 	mustCreate(t, a, eph, nil, Ephemeral)
 	seq := mustCreate(t, a, base+"/seq-", nil, Ephemeral|Sequential)
 	mustCreate(t, a, base+"/kept", nil, 0)
-	_, _, ownWatch, err := a.GetW(ctx, base)
+	ownFn, ownWatch := WatchChan()
+	_, _, err := a.GetW(ctx, base, ownFn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, otherWatch, err := b.ExistsW(ctx, eph)
+	otherFn, otherWatch := WatchChan()
+	_, _, err = b.ExistsW(ctx, eph, otherFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +507,7 @@ func testSessionLifecycle(t *testing.T, newSession newSessionFunc) {
 	}{
 		{"create", func() error { _, err := c.Create(ctx, "/x", nil, 0); return err }},
 		{"get", func() error { _, _, err := c.Get(ctx, "/"); return err }},
-		{"getw", func() error { _, _, _, err := c.GetW(ctx, "/"); return err }},
+		{"getw", func() error { _, _, err := c.GetW(ctx, "/", func(Event) {}); return err }},
 		{"exists", func() error { _, _, err := c.Exists(ctx, "/"); return err }},
 		{"children", func() error { _, _, err := c.Children(ctx, "/"); return err }},
 		{"set", func() error { _, err := c.Set(ctx, "/x", nil, AnyVersion); return err }},

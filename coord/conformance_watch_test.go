@@ -16,9 +16,21 @@ func testWatches(t *testing.T, newSession newSessionFunc) {
 	base := testBase(t, writer)
 
 	type watchFunc func(p string) (<-chan Event, error)
-	getW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.GetW(ctx, p); return ch, err }
-	existsW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.ExistsW(ctx, p); return ch, err }
-	childrenW := func(p string) (<-chan Event, error) { _, _, ch, err := watcher.ChildrenW(ctx, p); return ch, err }
+	getW := func(p string) (<-chan Event, error) {
+		fn, ch := WatchChan()
+		_, _, err := watcher.GetW(ctx, p, fn)
+		return ch, err
+	}
+	existsW := func(p string) (<-chan Event, error) {
+		fn, ch := WatchChan()
+		_, _, err := watcher.ExistsW(ctx, p, fn)
+		return ch, err
+	}
+	childrenW := func(p string) (<-chan Event, error) {
+		fn, ch := WatchChan()
+		_, _, err := watcher.ChildrenW(ctx, p, fn)
+		return ch, err
+	}
 	set := func(p string) error { _, err := writer.Set(ctx, p, []byte("new"), AnyVersion); return err }
 	del := func(p string) error { return writer.Delete(ctx, p, AnyVersion) }
 	create := func(p string) error { _, err := writer.Create(ctx, p, nil, 0); return err }
@@ -73,10 +85,22 @@ func testWatches(t *testing.T, newSession newSessionFunc) {
 		})
 	}
 
-	// A watch is set only when the call succeeds.
-	if _, _, ch, err := watcher.GetW(ctx, base+"/absent"); !errors.Is(err, ErrNoNode) || ch != nil {
-		t.Fatalf("GetW(absent) = %v, %v; want no watch and ErrNoNode", ch, err)
+	// A watch is set only when the call succeeds: the node, made and
+	// changed later, fires a watch set then and not the failed one.
+	failed, failedCh := WatchChan()
+	if _, _, err := watcher.GetW(ctx, base+"/absent", failed); !errors.Is(err, ErrNoNode) {
+		t.Fatalf("GetW(absent) = %v; want ErrNoNode", err)
 	}
+	mustCreate(t, writer, base+"/absent", nil, 0)
+	ch, err := getW(base + "/absent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set(base + "/absent"); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, ch)
+	noEvent(t, failedCh, 300*time.Millisecond)
 }
 
 func testWatchIgnoresChildData(t *testing.T, newSession newSessionFunc) {
@@ -84,7 +108,8 @@ func testWatchIgnoresChildData(t *testing.T, newSession newSessionFunc) {
 	c, _ := newSession(t)
 	base := testBase(t, c)
 	mustCreate(t, c, base+"/child", nil, 0)
-	_, _, ch, err := c.ChildrenW(ctx, base)
+	fn, ch := WatchChan()
+	_, _, err := c.ChildrenW(ctx, base, fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +126,13 @@ func testWatchIgnoresChildData(t *testing.T, newSession newSessionFunc) {
 func testWatchesEndOnClose(t *testing.T, newSession newSessionFunc) {
 	a, _ := newSession(t)
 	base := testBase(t, a)
-	_, _, data, err := a.GetW(t.Context(), base)
+	dataFn, data := WatchChan()
+	_, _, err := a.GetW(t.Context(), base, dataFn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, absent, err := a.ExistsW(t.Context(), base+"/absent")
+	absentFn, absent := WatchChan()
+	_, _, err = a.ExistsW(t.Context(), base+"/absent", absentFn)
 	if err != nil {
 		t.Fatal(err)
 	}

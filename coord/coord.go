@@ -140,13 +140,31 @@ func (t EventType) String() string {
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
 
-// Event is what a watch channel delivers, exactly once, before it is closed.
+// Event is what a watch delivers, exactly once.
 type Event struct {
 	Type EventType
 	// Path is the watched path, as the caller named it.
 	Path string
 	// State is set for EventSession: StateExpired or StateClosed.
 	State SessionState
+}
+
+// A WatchFunc takes a watch's one event. A watch costs no goroutine: the
+// function is called once, on a goroutine of the coordinator's (ZooKeeper:
+// the client's receive loop; in-process: the writer whose change fired it,
+// after the store's lock is released), so it must return at once and must
+// not call the coordinator. Record the event, or hand the work to a
+// goroutine of the watcher's own (WatchChan does).
+type WatchFunc func(Event)
+
+// WatchChan returns a WatchFunc that delivers its event on the returned
+// channel (capacity one, closed after the event), for watchers that select.
+func WatchChan() (WatchFunc, <-chan Event) {
+	ch := make(chan Event, 1)
+	return func(ev Event) {
+		ch <- ev
+		close(ch)
+	}, ch
 }
 
 func (e Event) String() string {
@@ -202,9 +220,8 @@ func (s SessionState) String() string {
 // outcome is unknown, as with ErrConnectionLoss), or the handle is closed
 // (ErrClosed). Any of them may also fail with ErrConnectionLoss or ErrSessionExpired.
 //
-// Watch channels (GetW, ExistsW, ChildrenW) are buffered: each receives exactly one
-// Event and is then closed, so an unread watch never blocks anything. A watch is set
-// only when the call succeeds. Watches survive a disconnection within one session
+// A watch (GetW, ExistsW, ChildrenW) calls its WatchFunc exactly once, with one
+// Event. It is set only when the call succeeds; a failed call never calls it. Watches survive a disconnection within one session
 // (a change made meanwhile fires on reconnect); they end with EventSession when the
 // session expires or the handle is closed.
 type Coordinator interface {
@@ -217,21 +234,21 @@ type Coordinator interface {
 	Get(ctx context.Context, path string) ([]byte, Stat, error)
 	// GetW is Get plus a watch that fires EventNodeDataChanged or EventNodeDeleted.
 	// No watch is set when the node does not exist (ErrNoNode).
-	GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Event, error)
+	GetW(ctx context.Context, path string, w WatchFunc) ([]byte, Stat, error)
 
 	// Exists reports whether a node exists and, if it does, its stat. A missing node
 	// is not an error.
 	Exists(ctx context.Context, path string) (bool, Stat, error)
 	// ExistsW is Exists plus a watch: on a present node it fires
 	// EventNodeDataChanged or EventNodeDeleted, on an absent one EventNodeCreated.
-	ExistsW(ctx context.Context, path string) (bool, Stat, <-chan Event, error)
+	ExistsW(ctx context.Context, path string, w WatchFunc) (bool, Stat, error)
 
 	// Children returns the names (not paths) of a node's children, sorted, and the
 	// node's stat; ErrNoNode if the node does not exist.
 	Children(ctx context.Context, path string) ([]string, Stat, error)
 	// ChildrenW is Children plus a watch that fires EventNodeChildrenChanged when a
 	// child is created or deleted, or EventNodeDeleted when the node is.
-	ChildrenW(ctx context.Context, path string) ([]string, Stat, <-chan Event, error)
+	ChildrenW(ctx context.Context, path string, w WatchFunc) ([]string, Stat, error)
 
 	// Set replaces a node's data if its version equals version (AnyVersion matches
 	// all) and returns the new stat (Version one higher). Fails with ErrNoNode,

@@ -256,20 +256,19 @@ func (s *MemSession) Create(ctx context.Context, path string, data []byte, flags
 
 // Get implements Coordinator.
 func (s *MemSession) Get(ctx context.Context, path string) ([]byte, Stat, error) {
-	data, st, _, err := s.get(ctx, path, false)
+	data, st, err := s.get(ctx, path, nil)
 	return data, st, err
 }
 
 // GetW implements Coordinator.
-func (s *MemSession) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Event, error) {
-	return s.get(ctx, path, true)
+func (s *MemSession) GetW(ctx context.Context, path string, w WatchFunc) ([]byte, Stat, error) {
+	return s.get(ctx, path, w)
 }
 
-func (s *MemSession) get(ctx context.Context, path string, watch bool) ([]byte, Stat, <-chan Event, error) {
+func (s *MemSession) get(ctx context.Context, path string, watch WatchFunc) ([]byte, Stat, error) {
 	var (
 		data []byte
 		st   Stat
-		ch   <-chan Event
 	)
 	err := s.store.read(ctx, s, "get", path, func() error {
 		n := s.store.nodes[path]
@@ -277,59 +276,57 @@ func (s *MemSession) get(ctx context.Context, path string, watch bool) ([]byte, 
 			return ErrNoNode
 		}
 		data, st = slices.Clone(n.data), n.stat()
-		if watch {
-			ch = s.store.addWatchLocked(s.store.dataW, path, s)
+		if watch != nil {
+			s.store.addWatchLocked(s.store.dataW, path, s, watch)
 		}
 		return nil
 	})
-	return data, st, ch, err
+	return data, st, err
 }
 
 // Exists implements Coordinator.
 func (s *MemSession) Exists(ctx context.Context, path string) (bool, Stat, error) {
-	ok, st, _, err := s.exists(ctx, path, false)
+	ok, st, err := s.exists(ctx, path, nil)
 	return ok, st, err
 }
 
 // ExistsW implements Coordinator.
-func (s *MemSession) ExistsW(ctx context.Context, path string) (bool, Stat, <-chan Event, error) {
-	return s.exists(ctx, path, true)
+func (s *MemSession) ExistsW(ctx context.Context, path string, w WatchFunc) (bool, Stat, error) {
+	return s.exists(ctx, path, w)
 }
 
-func (s *MemSession) exists(ctx context.Context, path string, watch bool) (bool, Stat, <-chan Event, error) {
+func (s *MemSession) exists(ctx context.Context, path string, watch WatchFunc) (bool, Stat, error) {
 	var (
 		ok bool
 		st Stat
-		ch <-chan Event
 	)
 	err := s.store.read(ctx, s, "exists", path, func() error {
 		if n := s.store.nodes[path]; n != nil {
 			ok, st = true, n.stat()
 		}
-		if watch {
-			ch = s.store.addWatchLocked(s.store.dataW, path, s)
+		if watch != nil {
+			s.store.addWatchLocked(s.store.dataW, path, s, watch)
 		}
 		return nil
 	})
-	return ok, st, ch, err
+	return ok, st, err
 }
 
 // Children implements Coordinator.
 func (s *MemSession) Children(ctx context.Context, path string) ([]string, Stat, error) {
-	names, st, _, err := s.children(ctx, path, false)
+	names, st, err := s.children(ctx, path, nil)
 	return names, st, err
 }
 
 // ChildrenW implements Coordinator.
-func (s *MemSession) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-chan Event, error) {
-	return s.children(ctx, path, true)
+func (s *MemSession) ChildrenW(ctx context.Context, path string, w WatchFunc) ([]string, Stat, error) {
+	return s.children(ctx, path, w)
 }
 
-func (s *MemSession) children(ctx context.Context, path string, watch bool) ([]string, Stat, <-chan Event, error) {
+func (s *MemSession) children(ctx context.Context, path string, watch WatchFunc) ([]string, Stat, error) {
 	var (
 		names []string
 		st    Stat
-		ch    <-chan Event
 	)
 	err := s.store.read(ctx, s, "children", path, func() error {
 		n := s.store.nodes[path]
@@ -337,12 +334,12 @@ func (s *MemSession) children(ctx context.Context, path string, watch bool) ([]s
 			return ErrNoNode
 		}
 		names, st = slices.Sorted(maps.Keys(n.children)), n.stat()
-		if watch {
-			ch = s.store.addWatchLocked(s.store.childW, path, s)
+		if watch != nil {
+			s.store.addWatchLocked(s.store.childW, path, s, watch)
 		}
 		return nil
 	})
-	return names, st, ch, err
+	return names, st, err
 }
 
 // Set implements Coordinator.

@@ -151,7 +151,8 @@ func TestMemPersistFailure(t *testing.T) {
 	defer store.Close()
 	s := store.Session()
 	mustCreate(t, s, "/kept", []byte("k"), 0)
-	_, _, watch, err := s.GetW(ctx, "/kept")
+	watchFn, watch := WatchChan()
+	_, _, err = s.GetW(ctx, "/kept", watchFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestMemCloseStopsGoroutines(t *testing.T) {
 	}
 	for range 5 {
 		s := store.Session()
-		if _, _, _, err := s.ExistsW(context.Background(), "/x"); err != nil {
+		if _, _, err := s.ExistsW(context.Background(), "/x", func(Event) {}); err != nil {
 			t.Fatal(err)
 		}
 	}

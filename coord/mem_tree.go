@@ -165,7 +165,7 @@ func (tx *memTx) rollback() {
 // memWatch is one pending watch. It is in exactly one of MemStore's watch tables
 // until it fires; firing removes it, which is what makes it fire once.
 type memWatch struct {
-	ch      chan Event // capacity 1; receives one event, then is closed
+	fn      WatchFunc
 	path    string
 	session *MemSession
 }
@@ -176,10 +176,8 @@ type memFiring struct {
 	ev Event
 }
 
-func (m *MemStore) addWatchLocked(table map[string][]*memWatch, p string, s *MemSession) <-chan Event {
-	w := &memWatch{ch: make(chan Event, 1), path: p, session: s}
-	table[p] = append(table[p], w)
-	return w.ch
+func (m *MemStore) addWatchLocked(table map[string][]*memWatch, p string, s *MemSession, fn WatchFunc) {
+	table[p] = append(table[p], &memWatch{fn: fn, path: p, session: s})
 }
 
 // firingsLocked removes and returns the watches that the changes fire, with the
@@ -233,13 +231,11 @@ func (m *MemStore) dropWatchesLocked(s *MemSession, why SessionState) []memFirin
 	return out
 }
 
-// deliver sends each firing's event and closes its channel. It must be called
-// without MemStore.mu held. It never blocks: every channel has room for its one
-// event.
+// deliver calls each firing's WatchFunc. It must be called without
+// MemStore.mu held.
 func deliver(fired []memFiring) {
 	for _, f := range fired {
-		f.w.ch <- f.ev
-		close(f.w.ch)
+		f.w.fn(f.ev)
 	}
 }
 

@@ -141,8 +141,8 @@ func ParseZKConnect(s string) (servers []string, chroot string, err error) {
 //
 // Goroutines: the go-zookeeper client runs its own (connection loop, send and receive
 // loops); this handle adds one that waits for the client's event channel to close,
-// the session feed's, one per pending watch (translating the client's event into
-// ours), and one per call whose ctx can be cancelled. Close waits for all of them.
+// the session feed's, and one per call whose ctx can be cancelled. Close waits for
+// all of them. Watches cost none (zk_watch.go).
 type ZK struct {
 	conn    *zk.Conn
 	chroot  string
@@ -154,7 +154,10 @@ type ZK struct {
 	state     SessionState   // 0 until the first session
 	closed    bool           // Close was called
 	firstSess chan struct{}  // closed at the first session, then set to nil
-	wg        sync.WaitGroup // watch translators and ctx-bound calls; Add only under mu while !closed
+	wg        sync.WaitGroup // ctx-bound calls; Add only under mu while !closed
+
+	wmu     sync.Mutex                // guards watches; never held while a WatchFunc runs
+	watches map[zkWatchKey][]*zkWatch // registered watches by server path and kind
 }
 
 var _ Coordinator = (*ZK)(nil)
@@ -248,7 +251,11 @@ func (z *ZK) ensureChroot(ctx context.Context) error {
 // it only records the state and queues it for SessionEvents.
 func (z *ZK) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
-		return // node events arrive on the watch channels
+		z.fireNodeEvent(ev)
+		return
+	}
+	if ev.State == zk.StateExpired {
+		defer z.fireAll(StateExpired) // after mu is released
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -388,45 +395,6 @@ func (z *ZK) rel(p string) string {
 	return strings.TrimPrefix(p, z.chroot)
 }
 
-// watch translates a client watch channel into ours.
-func (z *ZK) watch(path string, lib <-chan zk.Event) <-chan Event {
-	out := make(chan Event, 1)
-	started := z.goFunc(func() {
-		defer close(out)
-		ev, ok := <-lib
-		out <- translateWatchEvent(path, ev, ok)
-	})
-	if !started {
-		out <- Event{Type: EventSession, Path: path, State: StateClosed}
-		close(out)
-	}
-	return out
-}
-
-// translateWatchEvent maps the client's one event on a watch; ok is false if the
-// client closed the channel without one.
-func translateWatchEvent(path string, ev zk.Event, ok bool) Event {
-	if !ok {
-		return Event{Type: EventSession, Path: path, State: StateClosed}
-	}
-	switch ev.Type {
-	case zk.EventNodeCreated:
-		return Event{Type: EventNodeCreated, Path: path}
-	case zk.EventNodeDeleted:
-		return Event{Type: EventNodeDeleted, Path: path}
-	case zk.EventNodeDataChanged:
-		return Event{Type: EventNodeDataChanged, Path: path}
-	case zk.EventNodeChildrenChanged:
-		return Event{Type: EventNodeChildrenChanged, Path: path}
-	}
-	// EventNotWatching: the client dropped its watches, because the session
-	// expired or the connection was closed for good.
-	if errors.Is(ev.Err, zk.ErrSessionExpired) {
-		return Event{Type: EventSession, Path: path, State: StateExpired}
-	}
-	return Event{Type: EventSession, Path: path, State: StateClosed}
-}
-
 func statFromZK(s *zk.Stat) Stat {
 	if s == nil {
 		return Stat{}
@@ -476,123 +444,129 @@ func (z *ZK) Create(ctx context.Context, path string, data []byte, flags CreateF
 
 // Get implements Coordinator.
 func (z *ZK) Get(ctx context.Context, path string) ([]byte, Stat, error) {
-	data, st, _, err := z.get(ctx, path, false)
+	data, st, err := z.get(ctx, path, nil)
 	return data, st, err
 }
 
 // GetW implements Coordinator.
-func (z *ZK) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Event, error) {
-	return z.get(ctx, path, true)
+func (z *ZK) GetW(ctx context.Context, path string, w WatchFunc) ([]byte, Stat, error) {
+	return z.get(ctx, path, w)
 }
 
-func (z *ZK) get(ctx context.Context, path string, watch bool) ([]byte, Stat, <-chan Event, error) {
+func (z *ZK) get(ctx context.Context, path string, watch WatchFunc) ([]byte, Stat, error) {
 	if err := ValidatePath(path); err != nil {
-		return nil, Stat{}, nil, opError("get", path, err)
+		return nil, Stat{}, opError("get", path, err)
 	}
 	var (
 		data []byte
 		st   *zk.Stat
-		lib  <-chan zk.Event
+		reg  *zkWatch
 	)
+	if watch != nil {
+		reg = z.addWatch(path, watchData, watch)
+	}
 	err := z.call(ctx, func() error {
 		var err error
-		if watch {
-			data, st, lib, err = z.conn.GetW(z.full(path))
+		if watch != nil {
+			data, st, _, err = z.conn.GetW(z.full(path))
 		} else {
 			data, st, err = z.conn.Get(z.full(path))
 		}
 		return err
 	})
 	if err != nil {
-		return nil, Stat{}, nil, opError("get", path, err)
+		if reg != nil {
+			z.dropWatch(reg)
+		}
+		return nil, Stat{}, opError("get", path, err)
 	}
-	var ch <-chan Event
-	if watch {
-		ch = z.watch(path, lib)
-	}
-	return data, statFromZK(st), ch, nil
+	return data, statFromZK(st), nil
 }
 
 // Exists implements Coordinator.
 func (z *ZK) Exists(ctx context.Context, path string) (bool, Stat, error) {
-	ok, st, _, err := z.exists(ctx, path, false)
+	ok, st, err := z.exists(ctx, path, nil)
 	return ok, st, err
 }
 
 // ExistsW implements Coordinator.
-func (z *ZK) ExistsW(ctx context.Context, path string) (bool, Stat, <-chan Event, error) {
-	return z.exists(ctx, path, true)
+func (z *ZK) ExistsW(ctx context.Context, path string, w WatchFunc) (bool, Stat, error) {
+	return z.exists(ctx, path, w)
 }
 
-func (z *ZK) exists(ctx context.Context, path string, watch bool) (bool, Stat, <-chan Event, error) {
+func (z *ZK) exists(ctx context.Context, path string, watch WatchFunc) (bool, Stat, error) {
 	if err := ValidatePath(path); err != nil {
-		return false, Stat{}, nil, opError("exists", path, err)
+		return false, Stat{}, opError("exists", path, err)
 	}
 	var (
 		ok  bool
 		st  *zk.Stat
-		lib <-chan zk.Event
+		reg *zkWatch
 	)
+	if watch != nil {
+		reg = z.addWatch(path, watchExist, watch)
+	}
 	err := z.call(ctx, func() error {
 		var err error
-		if watch {
-			ok, st, lib, err = z.conn.ExistsW(z.full(path))
+		if watch != nil {
+			ok, st, _, err = z.conn.ExistsW(z.full(path))
 		} else {
 			ok, st, err = z.conn.Exists(z.full(path))
 		}
 		return err
 	})
 	if err != nil {
-		return false, Stat{}, nil, opError("exists", path, err)
-	}
-	var ch <-chan Event
-	if watch {
-		ch = z.watch(path, lib)
+		if reg != nil {
+			z.dropWatch(reg)
+		}
+		return false, Stat{}, opError("exists", path, err)
 	}
 	if !ok {
-		return false, Stat{}, ch, nil
+		return false, Stat{}, nil
 	}
-	return true, statFromZK(st), ch, nil
+	return true, statFromZK(st), nil
 }
 
 // Children implements Coordinator.
 func (z *ZK) Children(ctx context.Context, path string) ([]string, Stat, error) {
-	names, st, _, err := z.children(ctx, path, false)
+	names, st, err := z.children(ctx, path, nil)
 	return names, st, err
 }
 
 // ChildrenW implements Coordinator.
-func (z *ZK) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-chan Event, error) {
-	return z.children(ctx, path, true)
+func (z *ZK) ChildrenW(ctx context.Context, path string, w WatchFunc) ([]string, Stat, error) {
+	return z.children(ctx, path, w)
 }
 
-func (z *ZK) children(ctx context.Context, path string, watch bool) ([]string, Stat, <-chan Event, error) {
+func (z *ZK) children(ctx context.Context, path string, watch WatchFunc) ([]string, Stat, error) {
 	if err := ValidatePath(path); err != nil {
-		return nil, Stat{}, nil, opError("children", path, err)
+		return nil, Stat{}, opError("children", path, err)
 	}
 	var (
 		names []string
 		st    *zk.Stat
-		lib   <-chan zk.Event
+		reg   *zkWatch
 	)
+	if watch != nil {
+		reg = z.addWatch(path, watchChild, watch)
+	}
 	err := z.call(ctx, func() error {
 		var err error
-		if watch {
-			names, st, lib, err = z.conn.ChildrenW(z.full(path))
+		if watch != nil {
+			names, st, _, err = z.conn.ChildrenW(z.full(path))
 		} else {
 			names, st, err = z.conn.Children(z.full(path))
 		}
 		return err
 	})
 	if err != nil {
-		return nil, Stat{}, nil, opError("children", path, err)
-	}
-	var ch <-chan Event
-	if watch {
-		ch = z.watch(path, lib)
+		if reg != nil {
+			z.dropWatch(reg)
+		}
+		return nil, Stat{}, opError("children", path, err)
 	}
 	slices.Sort(names)
-	return names, statFromZK(st), ch, nil
+	return names, statFromZK(st), nil
 }
 
 // Set implements Coordinator.
@@ -736,7 +710,10 @@ func (z *ZK) Close() error {
 	<-z.libDone
 	// 3. Wait for our goroutines, which end once the client has answered.
 	z.wg.Wait()
-	// 4. Stop the session feed, closing SessionEvents.
+	// 4. End the watches the client did not (its last events may have
+	// reached onEvent after closed was set).
+	z.fireAll(StateClosed)
+	// 5. Stop the session feed, closing SessionEvents.
 	z.feed.close()
 	return nil
 }

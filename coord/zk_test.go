@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,7 +152,8 @@ func TestZKPartitionExpiry(t *testing.T) {
 	waitState(t, events, StateConnected)
 	oldID := a.SessionID()
 	mustCreate(t, a, "/eph", nil, Ephemeral)
-	_, _, watch, err := a.GetW(ctx, "/eph")
+	watchFn, watch := WatchChan()
+	_, _, err := a.GetW(ctx, "/eph", watchFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +192,8 @@ func TestZKReconnectKeepsSession(t *testing.T) {
 	id := a.SessionID()
 	mustCreate(t, a, "/eph", nil, Ephemeral)
 	mustCreate(t, b, "/data", nil, 0)
-	_, _, watch, err := a.GetW(ctx, "/data")
+	watchFn, watch := WatchChan()
+	_, _, err := a.GetW(ctx, "/data", watchFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +311,51 @@ func TestParseZKConnect(t *testing.T) {
 	}
 }
 
+// TestZKWatchesCostNoGoroutine sets a thousand watches, on a hundred nodes, and
+// checks that the handle runs no more goroutines for them; then each fires once.
+func TestZKWatchesCostNoGoroutine(t *testing.T) {
+	h := newZKHarness(t)
+	ctx := t.Context()
+	z, err := DialZK(ctx, ZKOptions{Servers: []string{h.addr}, Chroot: h.chroot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	for i := range 100 {
+		mustCreate(t, z, fmt.Sprintf("/n%d", i), nil, 0)
+	}
+	before := runtime.NumGoroutine()
+	var fired atomic.Int64
+	for i := range 1000 {
+		if _, _, err := z.GetW(ctx, fmt.Sprintf("/n%d", i%100), func(ev Event) {
+			if ev.Type == EventNodeDataChanged {
+				fired.Add(1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := runtime.NumGoroutine(); g > before+5 {
+		t.Fatalf("%d goroutines with 1,000 watches set, %d before", g, before)
+	}
+	for i := range 100 {
+		if _, err := z.Set(ctx, fmt.Sprintf("/n%d", i), []byte("x"), AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every watch to fire", func() bool { return fired.Load() == 1000 })
+	// Fired once: more changes call nothing.
+	if _, err := z.Set(ctx, "/n0", []byte("y"), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := fired.Load(); n != 1000 {
+		t.Fatalf("%d calls after a second change, want 1000", n)
+	}
+}
+
 // TestZKCloseStopsGoroutines checks that Close leaves nothing running: the client's
-// loops, the watch translators and the calls bound to a context.
+// loops and the calls bound to a context, and that it ends every watch.
 func TestZKCloseStopsGoroutines(t *testing.T) {
 	h := newZKHarness(t)
 	ctx := t.Context()
@@ -318,14 +365,15 @@ func TestZKCloseStopsGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	watches := make([]<-chan Event, 0, 3)
-	if _, _, ch, err := z.GetW(ctx, "/"); err == nil {
-		watches = append(watches, ch)
-	}
-	if _, _, ch, err := z.ChildrenW(ctx, "/"); err == nil {
-		watches = append(watches, ch)
-	}
-	if _, _, ch, err := z.ExistsW(ctx, "/absent"); err == nil {
-		watches = append(watches, ch)
+	for _, set := range []func(WatchFunc) error{
+		func(fn WatchFunc) error { _, _, err := z.GetW(ctx, "/", fn); return err },
+		func(fn WatchFunc) error { _, _, err := z.ChildrenW(ctx, "/", fn); return err },
+		func(fn WatchFunc) error { _, _, err := z.ExistsW(ctx, "/absent", fn); return err },
+	} {
+		fn, ch := WatchChan()
+		if set(fn) == nil {
+			watches = append(watches, ch)
+		}
 	}
 	if len(watches) != 3 {
 		t.Fatal("setting watches failed")

@@ -24,19 +24,28 @@ import (
 // it. Brokers deduplicate retried batches by (id, epoch, sequence).
 
 // maxWatchedProducers bounds the producer ids a gateway caches under a
-// watch (one goroutine each): past it, an id's epoch is read from the
-// coordinator at each produce instead, so a client cycling through ids
-// costs coordinator reads, not gateway goroutines.
+// watch (a map entry and a coordinator watch each, no goroutine): past it,
+// an id's epoch is read from the coordinator at each produce instead, so a
+// client cycling through ids costs coordinator reads, not gateway memory.
 const maxWatchedProducers = 10_000
 
 // producerEpochs caches producer epochs, each watched so a bump by any
-// gateway is seen at once. Guarded by mu; one watcher goroutine per cached
-// id (at most maxWatchedProducers), owned by the gateway's WaitGroup, ends
-// when its watch fires.
+// gateway is seen at once: the watch's WatchFunc drops the entry. Guarded
+// by mu, a leaf lock (never held across a coordinator call).
 type producerEpochs struct {
 	mu     sync.Mutex
-	epochs map[int64]int16
+	epochs map[int64]cachedEpoch
 }
+
+// cachedEpoch is a producer id's epoch and the watch it is good under.
+type cachedEpoch struct {
+	epoch int16
+	watch *producerWatch
+}
+
+// producerWatch is one armed watch of a producer id; fired is set under
+// producerEpochs.mu, possibly before the read that armed it is cached.
+type producerWatch struct{ fired bool }
 
 // handleInitProducer is POST /v1/producers.
 func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +152,7 @@ func (g *Gateway) producerEpoch(ctx context.Context, id int64) (int16, error) {
 	e, ok := g.producers.epochs[id]
 	g.producers.mu.Unlock()
 	if ok {
-		return e, nil
+		return e.epoch, nil
 	}
 	g.producers.mu.Lock()
 	full := len(g.producers.epochs) >= maxWatchedProducers
@@ -151,28 +160,27 @@ func (g *Gateway) producerEpoch(ctx context.Context, id int64) (int16, error) {
 	if full {
 		return g.readProducerEpoch(ctx, id)
 	}
-	data, _, ch, err := g.opts.Coord.GetW(ctx, cluster.ProducerPath(id))
+	w := &producerWatch{}
+	data, _, err := g.opts.Coord.GetW(ctx, cluster.ProducerPath(id), func(coord.Event) {
+		g.producers.mu.Lock()
+		defer g.producers.mu.Unlock()
+		w.fired = true
+		if e, ok := g.producers.epochs[id]; ok && e.watch == w {
+			delete(g.producers.epochs, id)
+		}
+	})
 	epoch, err := producerRecordEpoch(id, data, err)
 	if err != nil {
 		return 0, err
 	}
 	g.producers.mu.Lock()
+	defer g.producers.mu.Unlock()
 	if g.producers.epochs == nil {
-		g.producers.epochs = map[int64]int16{}
+		g.producers.epochs = map[int64]cachedEpoch{}
 	}
-	g.producers.epochs[id] = epoch
-	g.producers.mu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		select {
-		case <-ch:
-		case <-g.ctx.Done():
-		}
-		g.producers.mu.Lock()
-		delete(g.producers.epochs, id)
-		g.producers.mu.Unlock()
-	}()
+	if !w.fired { // fired meanwhile: the epoch read may be stale already
+		g.producers.epochs[id] = cachedEpoch{epoch, w}
+	}
 	return epoch, nil
 }
 

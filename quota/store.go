@@ -104,9 +104,11 @@ func (s *Store) loop(ctx context.Context) {
 // reload reads the node with a watch (or, while it does not exist, watches
 // for its creation) and publishes what it holds.
 func (s *Store) reload(ctx context.Context) (<-chan coord.Event, error) {
-	data, _, w, err := s.c.GetW(ctx, Path)
+	wfn, w := coord.WatchChan()
+	data, _, err := s.c.GetW(ctx, Path, wfn)
 	if errors.Is(err, coord.ErrNoNode) {
-		exists, _, ew, err := s.c.ExistsW(ctx, Path)
+		efn, ew := coord.WatchChan()
+		exists, _, err := s.c.ExistsW(ctx, Path, efn)
 		if err != nil {
 			return nil, err
 		}
