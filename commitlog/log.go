@@ -40,7 +40,7 @@ type Log struct {
 	hw         int64
 	epochs     epochCache
 	producers  producerState
-	snapshots  []int64 // offsets of the producer snapshot files, ascending
+	snapshots  []int64       // offsets of the producer snapshot files, ascending
 	writeErr   error         // sticky: once set the log refuses appends
 	unflushed  int64         // records appended since the last fsync
 	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval

@@ -111,4 +111,3 @@ func (l *Log) ExpireProducers() int {
 	defer l.mu.Unlock()
 	return l.producers.expire(l.opts.Now().Add(-l.opts.ProducerIDExpiration).UnixMilli())
 }
-
