@@ -202,7 +202,9 @@ func benchWSClient(url string, n, credit, partitions, groups int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// A group member's dial waits for its join, which a burst of
+			// thousands queues at the group coordinators.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			// offset=0 is the end of the empty partitions; "latest" would
 			// ask the broker, and a burst of those fills the gateway's pool
