@@ -410,7 +410,12 @@ func (g *Gateway) readBody(r *http.Request, limit int64, code api.Code, res *res
 		return nil, 0, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes; the gateway's %s is %d", declared, api.LimitProduceMemoryBytes, g.mem.limit)
 	}
 	if declared > 0 && !g.mem.fits(declared) {
-		// Refuse now rather than after the client has sent it all.
+		// Refuse without holding the body. It is still read, into
+		// nothing (a small pooled buffer; bounded by its declared size,
+		// within the limit, and by the read timeout): a client that is
+		// still sending when the answer comes and the connection closes
+		// would see a reset instead of the 429 and its Retry-After.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, declared))
 		return nil, 0, g.mem.busy()
 	}
 	// One byte past the end (limit or Content-Length) lets the last read
