@@ -193,7 +193,7 @@ func TestMinInsyncReplicas(t *testing.T) {
 	if status, code := c.produce("all", 5, "back"); status != 200 {
 		t.Fatalf("acks=all after recovery: %d %s", status, code)
 	}
-	c.waitFor("HW at the log end", func(p api.PartitionInfo) bool { return p.HighWatermark == p.LogEndOffset })
+	c.waitFor("HW at the log end", func(p api.PartitionInfo) bool { return p.HighWatermark >= 0 && p.HighWatermark == p.LogEndOffset })
 	c.replicasAgree()
 }
 
@@ -231,7 +231,7 @@ func TestLeaderFailoverAndPreferredLeaderReturns(t *testing.T) {
 	// preferred replica) gets its leadership back.
 	c.StartBroker(int(before.Leader))
 	back := c.waitFor("preferred leader back", func(p api.PartitionInfo) bool {
-		return p.Leader == before.Leader && len(p.ISR) == 3 && p.HighWatermark == p.LogEndOffset
+		return p.Leader == before.Leader && len(p.ISR) == 3 && p.HighWatermark >= 0 && p.HighWatermark == p.LogEndOffset
 	})
 	if back.LeaderEpoch <= after.LeaderEpoch || back.LogEndOffset != 100 {
 		t.Fatalf("after return %+v", back)
