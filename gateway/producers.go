@@ -221,6 +221,14 @@ func (g *Gateway) checkProducer(ctx context.Context, pf producerFields, parts []
 	if err != nil {
 		return nil, err
 	}
+	if *pf.epoch > current {
+		// The cache follows its watch, which may not have fired yet for a
+		// bump made a moment ago through another gateway: ask the
+		// coordinator before refusing.
+		if current, err = g.readProducerEpoch(ctx, *pf.id); err != nil {
+			return nil, err
+		}
+	}
 	if *pf.epoch < current {
 		return nil, api.Errorf(api.CodeProducerFenced, "producer %d epoch %d is fenced by epoch %d", *pf.id, *pf.epoch, current)
 	}
