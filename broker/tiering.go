@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -60,7 +61,7 @@ func (b *Broker) tierLoop(ctx context.Context) {
 			// Each partition's pass is bounded, so a stalled object store
 			// holds up the others for at most this long; local retention
 			// (which needs no object store) runs whatever happened.
-			pctx, cancel := context.WithTimeout(ctx, tierPassTimeout)
+			pctx, cancel := context.WithTimeout(ctx, tierPassTimeout(p.log.ClosedSegments()))
 			err := b.tierPartition(pctx, p)
 			cancel()
 			if err != nil && ctx.Err() == nil {
@@ -130,9 +131,22 @@ func (b *Broker) tierPartition(ctx context.Context, p *Partition) error {
 }
 
 // tierPassTimeout bounds one partition's uploads, retention and sweep in one
-// pass of the tier loop; an upload cut off by it is retried (under a new key)
-// in the next pass, and its objects become orphans.
-const tierPassTimeout = 2 * time.Minute
+// pass of the tier loop: two minutes, or as long as its largest closed
+// segment takes at tierMinUploadRate, so that a segment larger than a slow
+// link moves in two minutes still makes it. An upload cut off by it is
+// retried (under a new key) in the next pass, and its objects become
+// orphans.
+func tierPassTimeout(closed []commitlog.SegmentInfo) time.Duration {
+	var largest int64
+	for _, s := range closed {
+		largest = max(largest, s.Size)
+	}
+	return max(2*time.Minute, time.Duration(largest/tierMinUploadRate+1)*time.Second)
+}
+
+// tierMinUploadRate (bytes/s) is the slowest object-store link a pass is
+// sized for: a 1 GiB segment gets about 17 minutes.
+const tierMinUploadRate = 1 << 20
 
 // loadRemote reads the records once per leadership.
 func (b *Broker) loadRemote(ctx context.Context, p *Partition, epoch int32) error {
