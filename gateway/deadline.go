@@ -35,8 +35,27 @@ func (g *Gateway) writeJSONWithin(w http.ResponseWriter, status int, v any) {
 		api.WriteError(w, err)
 		return
 	}
+	writeEncoded(w, status, append(b, '\n'))
+}
+
+// writeRenderedWithin is writeJSONWithin for an answer rendered by one of
+// jsonrender.go's functions into a pooled buffer (with its error), which it
+// gives back.
+func (g *Gateway) writeRenderedWithin(w http.ResponseWriter, status int, bp *[]byte, err error) {
+	defer putBuf(bp)
+	g.setWriteDeadline(w, 0)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	*bp = append(*bp, '\n')
+	writeEncoded(w, status, *bp)
+}
+
+// writeEncoded writes b, a JSON document ending in a newline.
+func writeEncoded(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }

@@ -263,7 +263,9 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	g.writeJSONWithin(w, http.StatusOK, res)
+	bp := getBuf(0)
+	*bp = renderFetchResponse(*bp, &res)
+	g.writeRenderedWithin(w, http.StatusOK, bp, nil)
 }
 
 // handleFetchBatches is GET .../batches: raw RecordBatch v2 bytes relayed from

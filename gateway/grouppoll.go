@@ -41,7 +41,9 @@ func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	g.writeJSONWithin(w, http.StatusOK, res)
+	bp := getBuf(0)
+	*bp, err = renderGroupPoll(*bp, &res)
+	g.writeRenderedWithin(w, http.StatusOK, bp, err)
 }
 
 func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollParams) (api.GroupPollResponse, error) {

@@ -272,11 +272,11 @@ func (m *wsMember) run(ctx context.Context, assignment []api.TopicPartition, gra
 		if idle {
 			continue
 		}
-		b, err := json.Marshal(wsRecordsFrame{Records: res.Records, Cursor: res.Cursor})
+		bp := getBuf(0)
+		*bp = renderGroupRecordsFrame(*bp, res.Records, res.Cursor)
+		err = m.write(ctx, *bp)
+		putBuf(bp)
 		if err != nil {
-			return err
-		}
-		if err := m.write(ctx, b); err != nil {
 			return err
 		}
 		m.credit.Add(-int64(len(res.Records)))

@@ -218,11 +218,10 @@ func (s *wsStream) sendRecords(ctx context.Context, offset int64, shared *tailDa
 	if err != nil || len(res.Records) == 0 {
 		return res.NextOffset, err
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return offset, err
-	}
-	if err := s.write(ctx, websocket.MessageText, b); err != nil {
+	bp := getBuf(0)
+	defer putBuf(bp)
+	*bp = renderFetchResponse(*bp, &res)
+	if err := s.write(ctx, websocket.MessageText, *bp); err != nil {
 		return offset, err
 	}
 	s.credit.Add(-int64(len(res.Records)))
