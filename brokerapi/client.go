@@ -110,14 +110,10 @@ func (c *Client) expand(addr, route string, topic string, partition int32) strin
 	return c.base(addr) + p
 }
 
-// do runs a request, naming the principal in its context (auth.WithPrincipal)
-// in HeaderPrincipal, and classifies transport failures as BROKER_UNAVAILABLE
-// (or the ctx's error) and non-2xx answers as the *api.Error they carry.
-func (c *Client) do(req *http.Request) (*http.Response, error) {
-	hc := c.Reads
-	if req.Method == http.MethodPost && req.Header.Get("Content-Type") == api.ContentTypeBatches {
-		hc = c.HTTP
-	}
+// prepare names the principal (auth.WithPrincipal) and the client id
+// (WithClientID) of req's context in their headers and signs req when the
+// client has the cluster secret.
+func (c *Client) prepare(req *http.Request) {
 	if p, ok := auth.PrincipalIn(req.Context()); ok {
 		req.Header.Set(HeaderPrincipal, p)
 	}
@@ -127,6 +123,17 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if c.Auth != nil {
 		c.Auth.Sign(req, time.Now())
 	}
+}
+
+// do runs a request, naming the principal in its context (auth.WithPrincipal)
+// in HeaderPrincipal, and classifies transport failures as BROKER_UNAVAILABLE
+// (or the ctx's error) and non-2xx answers as the *api.Error they carry.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	hc := c.Reads
+	if req.Method == http.MethodPost && req.Header.Get("Content-Type") == api.ContentTypeBatches {
+		hc = c.HTTP
+	}
+	c.prepare(req)
 	resp, err := hc.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
@@ -212,6 +219,25 @@ type FetchResponse struct {
 
 // Fetch reads raw batches. The caller relays or decodes Body and closes it.
 func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32, p FetchParams) (*FetchResponse, error) {
+	req, err := c.fetchRequest(ctx, addr, topic, partition, p)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	fr, err := fetchAnswer(addr, resp)
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	fr.Body = resp.Body
+	return fr, nil
+}
+
+// fetchRequest is the GET of a fetch (unsigned).
+func (c *Client) fetchRequest(ctx context.Context, addr, topic string, partition int32, p FetchParams) (*http.Request, error) {
 	q := url.Values{}
 	q.Set("offset", strconv.FormatInt(p.Offset, 10))
 	if p.MaxBytes > 0 {
@@ -231,11 +257,12 @@ func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32,
 	if p.LeaderEpoch >= 0 {
 		req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(p.LeaderEpoch)))
 	}
-	resp, err := c.do(req)
-	if err != nil {
-		return nil, err
-	}
-	fr := &FetchResponse{Body: resp.Body, Size: resp.ContentLength}
+	return req, nil
+}
+
+// fetchAnswer reads a fetch answer's size and positions (not its body).
+func fetchAnswer(addr string, resp *http.Response) (*FetchResponse, error) {
+	fr := &FetchResponse{Size: resp.ContentLength}
 	var perr error
 	parse := func(h string) int64 {
 		n, err := strconv.ParseInt(resp.Header.Get(h), 10, 64)
@@ -248,7 +275,6 @@ func (c *Client) Fetch(ctx context.Context, addr, topic string, partition int32,
 	fr.HighWatermark = parse(api.HeaderHighWatermark)
 	fr.LogStartOffset = parse(api.HeaderLogStartOffset)
 	if perr != nil || fr.Size < 0 {
-		resp.Body.Close()
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: bad fetch answer: %v", addr, perr)
 	}
 	return fr, nil

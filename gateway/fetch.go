@@ -269,7 +269,10 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleFetchBatches is GET .../batches: raw RecordBatch v2 bytes relayed from
-// the leader (which sent them with sendfile) without decoding.
+// the leader (which sent them with sendfile) without decoding: on plain TCP
+// both ways, moved from the broker's socket to the client's with splice
+// (the SpliceFetcher's body meets net/http's ReadFrom, which splices; the
+// ResponseWriter is never wrapped).
 func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
@@ -278,8 +281,14 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	g.setWriteDeadline(w, fp.wait+fetchRetryBudget)
-	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
+	fr, err := retry(ctx, retriableRead, func() (*brokerapi.FetchResponse, error) {
+		addr, _, err := g.view.Current().Leader(fp.topic, fp.partition)
+		if err != nil {
+			return nil, err
+		}
+		return g.splice.Fetch(ctx, addr, fp.topic, fp.partition, brokerapi.FetchParams{
+			Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
+		})
 	})
 	if err != nil {
 		api.WriteError(w, err)
@@ -294,7 +303,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	h.Set(api.HeaderHighWatermark, strconv.FormatInt(fr.HighWatermark, 10))
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(fr.LogStartOffset, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, io.LimitReader(fr.Body, fr.Size))
+	_, _ = io.Copy(w, fr.Body) // Body is Size bytes; its WriteTo splices
 }
 
 // handleListOffsets is GET .../offsets?at=earliest|latest|<timestamp ms>.

@@ -85,6 +85,7 @@ type Gateway struct {
 	log        *slog.Logger
 	view       *cluster.View
 	brokers    *brokerapi.Client
+	splice     *brokerapi.SpliceFetcher // raw fetches relayed with splice
 	ln         net.Listener
 	srv        *http.Server
 	sticky     stickyPartitioner
@@ -189,6 +190,7 @@ func New(opts Options) (*Gateway, error) {
 	if len(opts.ClusterSecret) > 0 {
 		g.brokers.Auth = &brokerapi.NodeAuth{Secret: opts.ClusterSecret, Node: brokerapi.NodeGateway}
 	}
+	g.splice = brokerapi.NewSpliceFetcher(g.brokers)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.srv = &http.Server{
 		Handler:           g.Routes(),
@@ -248,6 +250,7 @@ func (g *Gateway) Close() error {
 	g.authStore.Close()
 	g.quotas.Close()
 	g.view.Close()
+	g.splice.Close()
 	g.brokers.Close()
 	return err
 }
