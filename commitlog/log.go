@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -52,6 +53,11 @@ type Log struct {
 	// cleanMu serializes Clean. Order: cleanMu before mu. A clean holds it
 	// throughout and takes mu only briefly, to plan and to swap.
 	cleanMu sync.Mutex
+	// syncMu is held by the interval fsync across its Sync, which runs
+	// without mu (appends and reads go on meanwhile), and by Close, so
+	// Close never writes the clean-shutdown marker while an interval
+	// fsync it cannot see is still to report. Order: syncMu before mu.
+	syncMu sync.Mutex
 }
 
 // Open opens or creates the log in dir (relative to fsys), recovering it if the
@@ -262,14 +268,49 @@ func (l *Log) afterAppendLocked(records int64) error {
 	return nil
 }
 
+// flushFromTimer is the interval fsync. It fsyncs the active segment
+// without holding mu: an fsync can take a long time on a busy disk, and
+// holding mu through it stalled every append and read of the partition
+// (and with them acks=all, which waits on followers' appends). What is
+// synced and when is as before; only the lock differs:
+//   - appends made during the Sync may or may not be in it; they stay
+//     counted in unflushed and the timer is armed again for them;
+//   - a roll meanwhile fsyncs the segment itself (two fsyncs of one file);
+//   - a truncation or reset that closed the file meanwhile makes Sync fail
+//     with os.ErrClosed: those bytes are gone from the log, nothing to sync;
+//   - any other Sync error fails the log (sticky, read-only), as before,
+//     whichever segment is active by then: an fsync error is reported once
+//     per descriptor, so the roll's own fsync may not have seen it.
 func (l *Log) flushFromTimer() {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.flushTimer = nil
-	if l.closed || l.unflushed == 0 {
+	if l.closed || l.unflushed == 0 || l.writeErr != nil {
+		l.mu.Unlock()
 		return
 	}
-	_ = l.flushLocked() // a failure is sticky and reported by Err and appends
+	seg, n := l.activeLocked(), l.unflushed
+	l.mu.Unlock()
+
+	err := seg.log.Sync()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		_ = l.failLocked(err) // sticky; reported by Err and appends
+		return
+	}
+	if l.closed || l.writeErr != nil {
+		return
+	}
+	if err == nil && l.activeLocked() == seg {
+		// A roll meanwhile zeroed unflushed itself, for the new segment.
+		l.unflushed = max(0, l.unflushed-n)
+	}
+	if l.unflushed > 0 && l.flushTimer == nil && l.opts.FlushInterval > 0 {
+		l.flushTimer = time.AfterFunc(l.opts.FlushInterval, l.flushFromTimer)
+	}
 }
 
 // Flush fsyncs everything appended so far.
@@ -484,6 +525,8 @@ func (l *Log) saveEpochsLocked() error {
 // Close flushes the log, checkpoints the HW, marks the shutdown clean and
 // releases every file. Later calls return ErrClosed.
 func (l *Log) Close() error {
+	l.syncMu.Lock() // an interval fsync in flight reports first
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

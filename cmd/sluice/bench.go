@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -96,6 +97,7 @@ func runBench(ctx context.Context, args []string) error {
 	records := fs.Int("records", 300000, "consume --cold and --group: records to write to each topic")
 	group := fs.Bool("group", false, "consume: read the topic through a consumer group (members committing every poll) and with plain partition fetches, in alternating rounds; report the ratio and commit latency")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
+	mutexProfile := fs.String("mutexprofile", "", "write a profile of mutex contention in the whole process (embedded cluster included) to this file: where goroutines waited on locks others held")
 	fs.IntVar(&c.rounds, "rounds", 3, "produce: rounds, each running the baseline then sluice for --duration")
 	fs.BoolVar(&c.raw, "raw", false, "consume: read raw batches (/batches) instead of decoded JSON records")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -111,6 +113,14 @@ func runBench(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *mutexProfile != "" {
+		runtime.SetMutexProfileFraction(5)
+		defer func() {
+			if err := writeProfile("mutex", *mutexProfile); err != nil {
+				fmt.Fprintln(os.Stderr, "mutex profile:", err)
+			}
+		}()
 	}
 	if c.size < 2 || c.batch < 1 || c.connections < 1 || c.rounds < 1 {
 		return errors.New("--size must be >= 2, --batch, --connections and --rounds >= 1")
@@ -245,6 +255,16 @@ func redisBenchURL() string {
 		return "redis://" + a + "/0"
 	}
 	return "redis://127.0.0.1:6379/0"
+}
+
+// writeProfile writes the named runtime profile to path.
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup(name).WriteTo(f, 0)
 }
 
 func median(v []float64) float64 {
