@@ -26,9 +26,14 @@ import (
 // withClientID puts the caller's client id (X-Client-Id, or on the
 // WebSocket routes the query parameter client_id, as browsers cannot send
 // headers there) in the request context, which every broker call passes
-// on. An id that is not 1 to 255 of [a-zA-Z0-9._-] is refused with 400.
+// on. An id that is not 1 to 255 of [a-zA-Z0-9._-] is refused with 400 on
+// the /v1/ routes; the others ignore it.
 func (g *Gateway) withClientID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r) // probes, metrics, the spec and the dashboard's files
+			return
+		}
 		id := r.Header.Get(api.HeaderClientID)
 		if id == "" && r.URL.RawQuery != "" && strings.HasSuffix(r.URL.Path, "/ws") {
 			id = r.URL.Query().Get("client_id")

@@ -413,6 +413,9 @@ func TestQuotaRoutes(t *testing.T) {
 	if status, _, b := send(t, c.URL, c.alice, strings.Repeat("a", 256), "GET", "/v1/topics/q", nil); status != 400 {
 		t.Fatalf("a 256-byte client id: %d %s", status, b)
 	}
+	if status, _, b := send(t, c.URL, c.alice, "bad id!", "GET", "/healthz", nil); status != 200 {
+		t.Fatalf("a bad client id on a probe: %d %s", status, b)
+	}
 }
 
 // TestGroupWebSocketThrottledSlowsDown: a WebSocket group member over its
