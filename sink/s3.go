@@ -120,11 +120,15 @@ type S3Store struct {
 	opts S3Options
 	log  *slog.Logger
 
-	// mu guards parts. Calls for one partition come from one goroutine
-	// (the sink's); mu is held across the store's round trips, which
-	// serializes partitions: a sink writes one at a time anyway.
+	// mu guards parts and left. Calls for one partition come from one
+	// goroutine (the sink's); mu is held across the store's round trips,
+	// which serializes partitions: a sink writes one at a time anyway.
 	mu    sync.Mutex
 	parts map[api.TopicPartition]*s3Part
+	// left are reserved ranges of forgotten partitions whose objects were
+	// not stored yet, for Finish (at most maxLeft, the oldest dropped: the
+	// ranges' next owners rebuild them).
+	left []*pendingObject
 
 	objects, bytes, rawBytes atomic.Int64
 }
@@ -143,6 +147,9 @@ type s3Part struct {
 	// pending is the reserved range state.First..state.Next-1 while its
 	// object is not known to be stored.
 	pending *pendingObject
+	// uncertain is the range of a reservation whose put failed without an
+	// answer; for Finish, which stores its object if the put landed.
+	uncertain *pendingObject
 	// The buffer: NDJSON lines of offsets first..last, not yet reserved.
 	lines       []byte
 	first, last int64 // -1: empty
@@ -155,6 +162,12 @@ type pendingObject struct {
 	key      string
 	data     []byte
 	rawBytes int
+	// ifReserved, when set, makes the object a reservation whose put's
+	// outcome is unknown (its answer was lost, or the sink stopped while it
+	// was in flight): it is stored only if the fence object under fenceKey
+	// still says *ifReserved.
+	ifReserved *fenceState
+	fenceKey   string
 }
 
 // durable is the next offset every object below is stored.
@@ -341,11 +354,30 @@ func (s *S3Store) FlushAll(ctx context.Context, tp api.TopicPartition, fence int
 }
 
 // Forget implements Flusher: tp is no longer held; its buffer is dropped.
+// A range it reserved whose object is not stored yet is kept for Finish:
+// its object may come late (it holds what the range's next owner would
+// rebuild, under the same key, created only if absent), and a sink that
+// stops right after losing the partition would otherwise leave it to be
+// rebuilt.
 func (s *S3Store) Forget(tp api.TopicPartition) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.parts[tp]; p != nil {
+		for _, po := range []*pendingObject{p.pending, p.uncertain} {
+			if po != nil {
+				s.left = append(s.left, po)
+			}
+		}
+		if len(s.left) > maxLeft {
+			s.left = s.left[len(s.left)-maxLeft:]
+		}
+	}
 	delete(s.parts, tp)
-	s.mu.Unlock()
 }
+
+// maxLeft bounds the reserved objects of forgotten partitions an S3Store
+// keeps for Finish.
+const maxLeft = 64
 
 func (s *S3Store) claimed(tp api.TopicPartition, fence int64) (*s3Part, error) {
 	p := s.parts[tp]
@@ -386,8 +418,14 @@ func (s *S3Store) roll(ctx context.Context, tp api.TopicPartition, p *s3Part, fo
 		etag, err = curTag, nil
 	}
 	if err != nil {
+		// The put may have landed (a lost answer, or a stop while it was in
+		// flight): a retry of the write finds out through the precondition;
+		// should none come, Finish looks.
+		p.uncertain = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data,
+			rawBytes: len(p.lines), ifReserved: &want, fenceKey: key}
 		return p.durable(), err
 	}
+	p.uncertain = nil
 	p.etag, p.state = etag, want
 	p.pending = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data, rawBytes: len(p.lines)}
 	p.lines, p.first, p.last, p.n = nil, -1, -1, 0
@@ -428,7 +466,8 @@ func (s *S3Store) upload(ctx context.Context, p *s3Part) error {
 }
 
 // Finish implements Finisher: the ranges this store reserved whose objects
-// are not stored yet are uploaded, within ctx. Records gathered but not
+// are not stored yet (of partitions it holds or forgot) are uploaded,
+// within ctx. Records gathered but not
 // reserved are dropped: nothing names them, and the next owner reads them
 // from the log again. A range left unfinished (ctx ended, the store
 // failed) stays reserved, and the next owner's Claim rebuilds it. An
@@ -437,13 +476,44 @@ func (s *S3Store) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for tp, p := range s.parts {
-		if err := s.upload(ctx, p); err != nil {
-			errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, err))
+	for _, po := range s.left {
+		if err := s.finishObject(ctx, po); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", po.key, err))
 		}
+	}
+	s.left = nil
+	for tp, p := range s.parts {
+		po := p.pending
+		if po == nil {
+			po = p.uncertain
+		}
+		if po != nil {
+			if err := s.finishObject(ctx, po); err != nil {
+				errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, err))
+			}
+		}
+		p.pending, p.uncertain = nil, nil
 		p.lines, p.first, p.last, p.n = nil, -1, -1, 0
 	}
 	return errors.Join(errs...)
+}
+
+// finishObject stores a reserved range's object; one whose reservation is
+// uncertain only if the fence object shows the reservation landed.
+func (s *S3Store) finishObject(ctx context.Context, po *pendingObject) error {
+	if po.ifReserved != nil {
+		cur, _, err := s.readFence(ctx, po.fenceKey)
+		if errors.Is(err, tier.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur != *po.ifReserved {
+			return nil // the put did not land, or another owner moved on
+		}
+	}
+	return s.upload(ctx, &s3Part{pending: po})
 }
 
 func (s *S3Store) readFence(ctx context.Context, key string) (fenceState, string, error) {
