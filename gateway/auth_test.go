@@ -71,7 +71,8 @@ func call(t *testing.T, base, token, method, path string, body any) (int, string
 
 // TestAuthorizationMatrix runs every principal of an ACL fixture against
 // every kind of route over HTTP: 401 without valid credentials, 403 where the
-// ACLs do not allow, 2xx where they do.
+// ACLs do not allow, 2xx where they do, 429 where they do but the principal
+// is over its quota.
 func TestAuthorizationMatrix(t *testing.T) {
 	authorizationMatrix(t, testcluster.Options{})
 }
@@ -107,7 +108,7 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 		mustOK(admin, "POST", "/v1/topics", api.CreateTopicRequest{Name: name}, nil)
 	}
 	tokens := map[string]string{"admin": admin}
-	for _, who := range []string{"alice", "carol", "revoked", "expired"} {
+	for _, who := range []string{"alice", "carol", "dave", "revoked", "expired"} {
 		req := api.CreateTokenRequest{Principal: "User:" + who}
 		if who == "expired" {
 			req.ExpiresInMs = 1
@@ -124,6 +125,7 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 	}
 	for _, a := range []api.ACL{
 		{Principal: "User:alice", ResourceType: "topic", ResourceName: "orders", Operation: "WRITE", Permission: "allow"},
+		{Principal: "User:dave", ResourceType: "topic", ResourceName: "orders", Operation: "WRITE", Permission: "allow"},
 		{Principal: "User:alice", ResourceType: "topic", PatternType: "prefixed", ResourceName: "logs.", Operation: "READ", Permission: "allow"},
 		{Principal: "User:alice", ResourceType: "topic", ResourceName: "logs.secret", Operation: "READ", Permission: "deny"},
 		{Principal: "User:alice", ResourceType: "group", ResourceName: "g-alice", Operation: "READ", Permission: "allow"},
@@ -138,7 +140,15 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 		return status == http.StatusUnauthorized
 	})
 
-	produce := map[string]any{"records": []map[string]any{{"value": "v"}}}
+	// dave may write orders, at one byte a second: his first produce to
+	// partition 0 puts him in debt for a minute or more, and then every
+	// produce there is 429 THROTTLED until it is paid off.
+	produce0 := map[string]any{"records": []map[string]any{{"value": "v", "partition": 0}}}
+	mustOK(admin, "PUT", "/v1/quotas", api.Quota{Principal: "User:dave", ProducerByteRate: 1}, nil)
+	testwait.For(t, 10*time.Second, "dave's quota to throttle him", func() bool {
+		status, _, _ := call(t, base, tokens["dave"], "POST", "/v1/topics/orders/records", produce0)
+		return status == http.StatusTooManyRequests
+	})
 	var adminProducer api.ProducerIdentity
 	mustOK(admin, "POST", "/v1/producers", map[string]any{}, &adminProducer)
 	type row struct {
@@ -160,12 +170,12 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 		return out
 	}
 	rows := []row{
-		{"produce where WRITE is allowed", "POST", "/v1/topics/orders/records", produce, with(map[string]int{"admin": 200, "alice": 200})},
+		{"produce where WRITE is allowed", "POST", "/v1/topics/orders/records", produce0, with(map[string]int{"admin": 200, "alice": 200, "dave": 429})},
 		{"WRITE does not give READ", "GET", "/v1/topics/orders/partitions/0/records?offset=0", nil, with(map[string]int{"admin": 200})},
-		{"WRITE implies DESCRIBE", "GET", "/v1/topics/orders", nil, with(map[string]int{"admin": 200, "alice": 200})},
+		{"WRITE implies DESCRIBE", "GET", "/v1/topics/orders", nil, with(map[string]int{"admin": 200, "alice": 200, "dave": 200})},
 		{"prefixed READ", "GET", "/v1/topics/logs.app/partitions/0/records?offset=0", nil, with(map[string]int{"admin": 200, "alice": 200})},
 		{"deny beats the prefixed allow", "GET", "/v1/topics/logs.secret/partitions/0/records?offset=0", nil, with(map[string]int{"admin": 200})},
-		{"READ for every principal but a denied one", "GET", "/v1/topics/public/partitions/0/offsets?timestamp=latest", nil, with(map[string]int{"admin": 200, "alice": 200})},
+		{"READ for every principal but a denied one", "GET", "/v1/topics/public/partitions/0/offsets?timestamp=latest", nil, with(map[string]int{"admin": 200, "alice": 200, "dave": 200})},
 		{"delete needs DELETE", "DELETE", "/v1/topics/nonexistent", nil, with(map[string]int{"admin": 404})},
 		{"create needs CREATE", "POST", "/v1/topics", api.CreateTopicRequest{Name: "alice-new"}, with(map[string]int{"admin": 201})},
 		{"join with group and topic READ", "POST", "/v1/groups/g-alice/members", api.JoinGroupRequest{Topics: []string{"logs.app"}}, with(map[string]int{"admin": 201, "alice": 201})},
@@ -174,13 +184,13 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 		{"join needs group READ", "POST", "/v1/groups/g-other/members", api.JoinGroupRequest{Topics: []string{"logs.app"}}, with(map[string]int{"admin": 201})},
 		{"tokens need cluster ALTER", "POST", "/v1/tokens", api.CreateTokenRequest{Principal: "User:mallory"}, with(map[string]int{"admin": 201})},
 		{"ACLs need cluster ALTER", "GET", "/v1/acls", nil, with(map[string]int{"admin": 200})},
-		{"producer ids need WRITE somewhere", "POST", "/v1/producers", map[string]any{}, with(map[string]int{"admin": 201, "alice": 201})},
+		{"producer ids need WRITE somewhere", "POST", "/v1/producers", map[string]any{}, with(map[string]int{"admin": 201, "alice": 201, "dave": 201})},
 		{"another principal's producer id is not bumped", "POST", "/v1/producers", map[string]any{"producer_id": adminProducer.ProducerID}, with(map[string]int{"admin": 201})},
 		{"cluster needs DESCRIBE", "GET", "/v1/cluster", nil, with(map[string]int{"admin": 200})},
-		{"health is open", "GET", "/healthz", nil, map[string]int{"anonymous": 200, "admin": 200, "alice": 200, "carol": 200, "revoked": 200, "expired": 200, "garbage": 200}},
+		{"health is open", "GET", "/healthz", nil, map[string]int{"anonymous": 200, "admin": 200, "alice": 200, "carol": 200, "dave": 200, "revoked": 200, "expired": 200, "garbage": 200}},
 	}
 	callers := map[string]string{"anonymous": "", "garbage": "slc_nothex_zz", "admin": tokens["admin"], "alice": tokens["alice"],
-		"carol": tokens["carol"], "revoked": tokens["revoked"], "expired": tokens["expired"]}
+		"carol": tokens["carol"], "dave": tokens["dave"], "revoked": tokens["revoked"], "expired": tokens["expired"]}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			for who, tok := range callers {
@@ -201,6 +211,10 @@ func authorizationMatrix(t *testing.T, opts testcluster.Options) {
 				case 403:
 					if code != string(api.CodeNotAuthorized) {
 						t.Errorf("%s: code %q, want NOT_AUTHORIZED", who, code)
+					}
+				case 429:
+					if code != string(api.CodeThrottled) {
+						t.Errorf("%s: code %q, want THROTTLED", who, code)
 					}
 				}
 			}
