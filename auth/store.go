@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,17 +39,16 @@ const maxLookups = 4
 // Store keeps tokens and ACLs in the coordinator and a watched copy in
 // memory that authentication and authorization read without locks.
 //
-// Goroutines: one watch loop (Start → Close) re-lists both parents whenever
-// one of their child watches fires and publishes a new snapshot.
+// Goroutines: one, the coord.Follower's (Start → Close): it re-lists both
+// parents whenever one of their child watches fires and publishes a new
+// snapshot.
 type Store struct {
 	c   coord.Coordinator
 	log *slog.Logger
 
 	snap    atomic.Pointer[snapshot]
-	loaded  chan struct{}
 	lookups chan struct{} // semaphore, cap maxLookups
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	follow  coord.Follower
 }
 
 type snapshot struct {
@@ -64,75 +62,37 @@ func NewStore(c coord.Coordinator, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{c: c, log: log, loaded: make(chan struct{}), lookups: make(chan struct{}, maxLookups)}
+	s := &Store{c: c, log: log, lookups: make(chan struct{}, maxLookups)}
 	s.snap.Store(&snapshot{tokens: map[string]TokenRecord{}, acls: NewACLSet(nil), keys: map[string]ACL{}})
+	s.follow = coord.Follower{Reload: s.reload, What: "tokens and ACLs", Logger: log}
 	return s
 }
 
-// Start creates the parent znodes if needed and starts the watch loop.
-func (s *Store) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go s.loop(ctx)
-}
+// Start starts the watch loop, which creates the parent znodes if needed.
+func (s *Store) Start() { s.follow.Start() }
 
 // Close stops the watch loop and waits for it.
-func (s *Store) Close() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-}
+func (s *Store) Close() { s.follow.Close() }
 
 // Loaded is closed once the first snapshot is in.
-func (s *Store) Loaded() <-chan struct{} { return s.loaded }
-
-func (s *Store) loop(ctx context.Context) {
-	defer s.wg.Done()
-	first := true
-	for ctx.Err() == nil {
-		tw, aw, err := s.reload(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("reading tokens and ACLs failed; retrying", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-			continue
-		}
-		if first {
-			close(s.loaded)
-			first = false
-		}
-		select {
-		case <-ctx.Done():
-		case <-tw:
-		case <-aw:
-		}
-	}
-}
+func (s *Store) Loaded() <-chan struct{} { return s.follow.Loaded() }
 
 // reload lists both parents with watches and builds a snapshot, reading only
 // the children the previous one lacks.
-func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err error) {
+func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
 	for _, p := range []string{TokensPath, ACLsPath} {
 		if err := coord.EnsurePath(ctx, s.c, p); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	old := s.snap.Load()
-	twFn, tw := coord.WatchChan()
-	ids, _, err := s.c.ChildrenW(ctx, TokensPath, twFn)
+	ids, _, err := s.c.ChildrenW(ctx, TokensPath, fire)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	awFn, aw := coord.WatchChan()
-	keys, _, err := s.c.ChildrenW(ctx, ACLsPath, awFn)
+	keys, _, err := s.c.ChildrenW(ctx, ACLsPath, fire)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	next := &snapshot{tokens: make(map[string]TokenRecord, len(ids)), keys: make(map[string]ACL, len(keys))}
 	for _, id := range ids {
@@ -142,7 +102,7 @@ func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err erro
 		}
 		var rec TokenRecord
 		if ok, err := s.read(ctx, TokensPath+"/"+id, &rec); err != nil {
-			return nil, nil, err
+			return err
 		} else if ok {
 			next.tokens[id] = rec
 		}
@@ -154,7 +114,7 @@ func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err erro
 		}
 		var a ACL
 		if ok, err := s.read(ctx, ACLsPath+"/"+k, &a); err != nil {
-			return nil, nil, err
+			return err
 		} else if ok {
 			if err := a.Validate(); err != nil {
 				s.log.Warn("ignoring an invalid ACL in the store", "key", k, "err", err)
@@ -170,7 +130,7 @@ func (s *Store) reload(ctx context.Context) (tw, aw <-chan coord.Event, err erro
 	sortACLs(list)
 	next.acls = NewACLSet(list)
 	s.snap.Store(next)
-	return tw, aw, nil
+	return nil
 }
 
 // read decodes a node; ok is false when it is gone or unreadable.

@@ -42,24 +42,32 @@ func register(t *testing.T, c coord.Coordinator, id int32) {
 	}
 }
 
+// clusterTree is an in-process coordinator session holding the cluster's
+// parent nodes and broker 1.
+func clusterTree(t *testing.T) coord.Coordinator {
+	t.Helper()
+	store, err := coord.NewMemStore(coord.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s := store.Session()
+	for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
+		if _, err := s.Create(context.Background(), p, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(t, s, 1)
+	return s
+}
+
 // A watch that fires while the view re-reads the node through it must not
 // leave the node cached with no watch: a broker registering later would
 // then stay unknown to this view for good (seen as a follower never let
 // back into the ISR, because the leader's view said it was not alive).
 func TestViewSeesChangesAfterAWatchFiresDuringARead(t *testing.T) {
-	store, err := coord.NewMemStore(coord.MemOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	s := store.Session()
+	s := clusterTree(t)
 	ctx := context.Background()
-	for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
-		if _, err := s.Create(ctx, p, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	register(t, s, 1)
 
 	rc := &racingCoord{Coordinator: s}
 	v := NewView(rc, nil)
@@ -112,19 +120,7 @@ func (c *earlyFireCoord) ChildrenW(ctx context.Context, p string, w coord.WatchF
 // A watch that fires before the read that armed it is recorded must not
 // leave that read's data cached under a watch that is gone.
 func TestViewSeesChangesAfterAWatchFiresBeforeItsReadReturns(t *testing.T) {
-	store, err := coord.NewMemStore(coord.MemOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	s := store.Session()
-	ctx := context.Background()
-	for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
-		if _, err := s.Create(ctx, p, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	register(t, s, 1)
+	s := clusterTree(t)
 	ec := &earlyFireCoord{Coordinator: s, after: func() { register(t, s, 2) }}
 	v := NewView(ec, nil)
 	v.Start()

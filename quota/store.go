@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-io/sluice/coord"
 )
@@ -31,16 +29,14 @@ type document struct {
 // Store keeps the quotas in the coordinator and a watched copy that
 // requests read without locks.
 //
-// Goroutines: one watch loop (Start → Close) reads the node whenever its
-// data watch fires and publishes a new Config.
+// Goroutines: one, the coord.Follower's (Start → Close): it reads the node
+// whenever its data watch fires and publishes a new Config.
 type Store struct {
 	c   coord.Coordinator
 	log *slog.Logger
 
 	cfg    atomic.Pointer[Config]
-	loaded chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	follow coord.Follower
 }
 
 // NewStore returns a store over c with no quotas; Start begins watching.
@@ -48,84 +44,47 @@ func NewStore(c coord.Coordinator, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{c: c, log: log, loaded: make(chan struct{})}
+	s := &Store{c: c, log: log}
 	s.cfg.Store(NewConfig(nil))
+	s.follow = coord.Follower{Reload: s.reload, What: "quotas", Logger: log}
 	return s
 }
 
 // Start starts the watch loop.
-func (s *Store) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go s.loop(ctx)
-}
+func (s *Store) Start() { s.follow.Start() }
 
 // Close stops the watch loop and waits for it.
-func (s *Store) Close() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-}
+func (s *Store) Close() { s.follow.Close() }
 
 // Loaded is closed once the first copy is in.
-func (s *Store) Loaded() <-chan struct{} { return s.loaded }
+func (s *Store) Loaded() <-chan struct{} { return s.follow.Loaded() }
 
 // Config is the current set of quotas.
 func (s *Store) Config() *Config { return s.cfg.Load() }
 
-func (s *Store) loop(ctx context.Context) {
-	defer s.wg.Done()
-	first := true
-	for ctx.Err() == nil {
-		w, err := s.reload(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("reading quotas failed; retrying", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-			continue
-		}
-		if first {
-			close(s.loaded)
-			first = false
-		}
-		select {
-		case <-ctx.Done():
-		case <-w:
-		}
-	}
-}
-
 // reload reads the node with a watch (or, while it does not exist, watches
 // for its creation) and publishes what it holds.
-func (s *Store) reload(ctx context.Context) (<-chan coord.Event, error) {
-	wfn, w := coord.WatchChan()
-	data, _, err := s.c.GetW(ctx, Path, wfn)
+func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
+	data, _, err := s.c.GetW(ctx, Path, fire)
 	if errors.Is(err, coord.ErrNoNode) {
-		efn, ew := coord.WatchChan()
-		exists, _, err := s.c.ExistsW(ctx, Path, efn)
+		exists, _, err := s.c.ExistsW(ctx, Path, fire)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if exists {
-			return s.reload(ctx)
+			return s.reload(ctx, fire)
 		}
 		s.cfg.Store(NewConfig(nil))
-		return ew, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	doc, err := decode(data)
 	if err != nil {
 		// Keep the last good copy: a bad write must not lift every quota.
 		s.log.Warn("ignoring an unreadable quota document", "path", Path, "err", err)
-		return w, nil
+		return nil
 	}
 	valid := doc.Quotas[:0]
 	for _, q := range doc.Quotas {
@@ -136,7 +95,7 @@ func (s *Store) reload(ctx context.Context) (<-chan coord.Event, error) {
 		valid = append(valid, q)
 	}
 	s.cfg.Store(NewConfig(valid))
-	return w, nil
+	return nil
 }
 
 func decode(data []byte) (document, error) {
