@@ -209,8 +209,33 @@ func (s *Store) CreateToken(ctx context.Context, principal string, ttl time.Dura
 	if _, err := s.c.Create(ctx, TokensPath+"/"+rec.ID, data, 0); err != nil {
 		return "", TokenRecord{}, fmt.Errorf("auth: storing token: %w", err)
 	}
+	s.awaitCopy(ctx, func(sn *snapshot) bool { _, ok := sn.tokens[rec.ID]; return ok })
 	return tok, rec, nil
 }
+
+// awaitCopy waits, at most copyWait, until the watched copy satisfies ok:
+// a change made through this store shows in the next listing from it, as
+// whoever made it expects (other gateways see it when their watches fire).
+// A store that is not following (never started) does not wait.
+func (s *Store) awaitCopy(ctx context.Context, ok func(*snapshot) bool) {
+	select {
+	case <-s.follow.Loaded():
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, copyWait)
+	defer cancel()
+	for !ok(s.snap.Load()) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// copyWait bounds awaitCopy.
+const copyWait = 5 * time.Second
 
 // DeleteToken revokes a token by id; every gateway drops it when its watch
 // fires.
@@ -221,6 +246,9 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 	err := s.c.Delete(ctx, TokensPath+"/"+id, coord.AnyVersion)
 	if errors.Is(err, coord.ErrNoNode) {
 		return ErrUnknownToken
+	}
+	if err == nil {
+		s.awaitCopy(ctx, func(sn *snapshot) bool { _, ok := sn.tokens[id]; return !ok })
 	}
 	return err
 }
@@ -236,7 +264,10 @@ func (s *Store) CreateACL(ctx context.Context, a ACL) error {
 	}
 	_, err := s.c.Create(ctx, ACLsPath+"/"+a.Key(), data, 0)
 	if errors.Is(err, coord.ErrNodeExists) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		s.awaitCopy(ctx, func(sn *snapshot) bool { _, ok := sn.keys[a.Key()]; return ok })
 	}
 	return err
 }
@@ -252,6 +283,14 @@ func (s *Store) DeleteACLs(ctx context.Context, f Filter) ([]ACL, error) {
 		}
 		gone = append(gone, a)
 	}
+	s.awaitCopy(ctx, func(sn *snapshot) bool {
+		for _, a := range gone {
+			if _, ok := sn.keys[a.Key()]; ok {
+				return false
+			}
+		}
+		return true
+	})
 	return gone, nil
 }
 
