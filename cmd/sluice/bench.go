@@ -61,8 +61,11 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "e2e" {
 		return benchE2E(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "broker" {
+		return benchBroker(ctx, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		return errors.New("usage: sluice bench produce|consume|e2e|ws|sink [flags]")
+		return errors.New("usage: sluice bench produce|consume|e2e|ws|sink|broker [flags]")
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)
