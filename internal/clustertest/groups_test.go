@@ -385,10 +385,12 @@ func TestGroupCoordinatorKill(t *testing.T) {
 				t.Errorf("round %d: %s's first successful poll after the kill ended %v after it, over two session timeouts (%v)", round, ms[j].Name(), d, 2*session)
 			}
 		}
-		// The commits the kill caught: sent before it, ended after it.
+		// The commits the kill met: sent before the signal, ended after
+		// it (on a quiet machine the victim may still answer one in the
+		// moment between the signal and its death).
 		caught := 0
 		for _, gc := range h.Calls() {
-			if gc.Kind == CallCommit && gc.Start.Before(signalled) && gc.End.After(killed) {
+			if gc.Kind == CallCommit && gc.Start.Before(signalled) && gc.End.After(signalled) {
 				caught++
 			}
 		}
