@@ -32,6 +32,18 @@ type quotaCluster struct {
 	alice string
 }
 
+// fetchDebt gives alice a fetch quota of 10,000 B/s and puts her in debt
+// (and so knows the broker applies the quota): a fetch of all of q's
+// partition 0, then refusals.
+func (c quotaCluster) fetchDebt(t *testing.T) {
+	t.Helper()
+	mustStatus(t, c.URL, bootstrapToken, "PUT", "/v1/quotas", api.Quota{Principal: "User:alice", ConsumerByteRate: 10_000}, http.StatusOK)
+	testwait.For(t, 10*time.Second, "a fetch refused over the quota", func() bool {
+		status, _, _ := send(t, c.URL, c.alice, "", "GET", "/v1/topics/q/partitions/0/records?offset=0&max_bytes=1000000", nil)
+		return status == http.StatusTooManyRequests
+	})
+}
+
 func startQuotaCluster(t *testing.T) quotaCluster {
 	t.Helper()
 	auth := gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}
@@ -303,13 +315,7 @@ func TestWebSocketThrottledSlowsDown(t *testing.T) {
 	for range n {
 		mustStatus(t, c.URL, bootstrapToken, "POST", "/v1/topics/q/records", json.RawMessage(recordsBody(1, size)), http.StatusOK)
 	}
-	mustStatus(t, c.URL, bootstrapToken, "PUT", "/v1/quotas", api.Quota{Principal: "User:alice", ConsumerByteRate: 10_000}, http.StatusOK)
-	// Put alice in debt first (and so know the broker applies the quota):
-	// a fetch of all 30 KB, then refusals.
-	testwait.For(t, 10*time.Second, "a fetch refused over the quota", func() bool {
-		status, _, _ := send(t, c.URL, c.alice, "", "GET", "/v1/topics/q/partitions/0/records?offset=0&max_bytes=1000000", nil)
-		return status == http.StatusTooManyRequests
-	})
+	c.fetchDebt(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -428,11 +434,7 @@ func TestGroupWebSocketThrottledSlowsDown(t *testing.T) {
 	for range n {
 		mustStatus(t, c.URL, bootstrapToken, "POST", "/v1/topics/q/records", json.RawMessage(recordsBody(1, size)), http.StatusOK)
 	}
-	mustStatus(t, c.URL, bootstrapToken, "PUT", "/v1/quotas", api.Quota{Principal: "User:alice", ConsumerByteRate: 10_000}, http.StatusOK)
-	testwait.For(t, 10*time.Second, "a fetch refused over the quota", func() bool {
-		status, _, _ := send(t, c.URL, c.alice, "", "GET", "/v1/topics/q/partitions/0/records?offset=0&max_bytes=1000000", nil)
-		return status == http.StatusTooManyRequests
-	})
+	c.fetchDebt(t)
 	before := metric(t, c.URL+"/metrics", `sluice_gateway_quota_stream_wait_seconds_total{principal="User:alice"}`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
