@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluice-io/sluice/internal/httpserve"
 	"log/slog"
 	"net"
 	"net/http"
@@ -309,6 +310,7 @@ func New(opts Options) (*Broker, error) {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
+	httpserve.CloseSilentConnsOnShutdown(b.srv)
 	return b, nil
 }
 

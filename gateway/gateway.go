@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluice-io/sluice/internal/httpserve"
 	"log/slog"
 	"net"
 	"net/http"
@@ -203,6 +204,7 @@ func New(opts Options) (*Gateway, error) {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+	httpserve.CloseSilentConnsOnShutdown(g.srv)
 	return g, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -567,7 +568,14 @@ func TestHostileAcks0Flood(t *testing.T) {
 	waitUntil(t, 20*time.Second, "every acks=0 record is written", func() bool { return written() == 4*requests })
 
 	// Close waits for background sends: none is left running after it.
+	// A connection that never sends a request (an HTTP client's spare one)
+	// does not hold it past its deadline.
 	c.do("POST", "/v1/topics/t/records?acks=0", "application/json", body)
+	silent, err := net.Dial("tcp", strings.TrimPrefix(c.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
 	if err := closeGW(); err != nil {
 		t.Fatal(err)
 	}
