@@ -90,6 +90,13 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	// max_records lets a reader that decodes records (the gateway's JSON
+	// routes) take only the batches that hold them.
+	maxRecords, err := queryInt(r, "max_records", 0, 0, 1<<31-1)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	replica, err := queryInt(r, "replica_id", 0, 0, 1<<31-1)
 	if err != nil {
 		api.WriteError(w, err)
@@ -110,7 +117,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if replica == 0 && offset < p.log.Offsets().LogStart {
 		if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
-			b.serveCold(w, r, p, seg, offset, maxBytes)
+			b.serveCold(w, r, p, seg, offset, maxBytes, maxRecords)
 			return
 		}
 	}
@@ -126,13 +133,13 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		if replica > 0 {
 			limit = o.LogEnd // followers copy what is not committed yet
 		}
-		res, err = p.log.Read(offset, maxBytes, limit)
+		res, err = p.log.ReadRecords(offset, maxBytes, limit, maxRecords)
 		if err != nil {
 			// Local retention may have moved the local start past offset
 			// since the check above: the object store has it now.
 			if replica == 0 && errors.Is(err, api.ErrOffsetOutOfRange) && offset < res.LogStart {
 				if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
-					b.serveCold(w, r, p, seg, offset, maxBytes)
+					b.serveCold(w, r, p, seg, offset, maxBytes, maxRecords)
 					return
 				}
 			}
@@ -192,10 +199,10 @@ func (b *Broker) coldSegment(ctx context.Context, p *Partition, offset int64) (t
 
 // serveCold answers a fetch below the local log start from the object
 // store. The bytes come through the cold reader's cache, not sendfile.
-func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition, seg tier.RemoteSegment, offset, maxBytes int64) {
+func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition, seg tier.RemoteSegment, offset, maxBytes, maxRecords int64) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	data, next, err := b.cold.Read(ctx, seg, offset, maxBytes)
+	data, next, err := b.cold.ReadRecords(ctx, seg, offset, maxBytes, maxRecords)
 	if err != nil {
 		api.WriteError(w, err)
 		return

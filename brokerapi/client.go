@@ -201,6 +201,9 @@ type FetchParams struct {
 	MaxBytes int64
 	MinBytes int64
 	MaxWait  time.Duration
+	// MaxRecords, when > 0, ends the answer with the batch that brings
+	// the records from Offset to this many (batches are sent whole).
+	MaxRecords int64
 	// ReplicaID is set by followers (they read up to the log end, not the HW).
 	ReplicaID int32
 	// LeaderEpoch, when >= 0, fences the fetch against a stale leader.
@@ -247,6 +250,9 @@ func (c *Client) fetchRequest(ctx context.Context, addr, topic string, partition
 		q.Set("min_bytes", strconv.FormatInt(p.MinBytes, 10))
 	}
 	q.Set("max_wait_ms", strconv.FormatInt(p.MaxWait.Milliseconds(), 10))
+	if p.MaxRecords > 0 {
+		q.Set("max_records", strconv.FormatInt(p.MaxRecords, 10))
+	}
 	if p.ReplicaID > 0 {
 		q.Set("replica_id", strconv.Itoa(int(p.ReplicaID)))
 	}

@@ -73,7 +73,7 @@ func (c *Client) doJSON(ctx context.Context, req *request, out any) error {
 	if out == nil || len(resp.body) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(resp.body, out); err != nil {
+	if err := decodeJSON(resp.body, out); err != nil {
 		return fmt.Errorf("client: %s %s: decoding the answer: %w", req.method, req.path, err)
 	}
 	return nil

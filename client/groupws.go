@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -146,7 +145,7 @@ func (c *Client) JoinGroupWS(ctx context.Context, group string, opts GroupWSOpti
 // route handles one server frame on the reader goroutine.
 func (g *GroupWS) route(b []byte) bool {
 	var f groupFrame
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := decodeJSON(b, &f); err != nil {
 		g.end(fmt.Errorf("client: group %q: undecodable frame: %w", g.group, err))
 		return false
 	}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -196,7 +195,7 @@ func (s *Stream) Next(ctx context.Context) ([]api.FetchedRecord, error) {
 			continue
 		}
 		var fr api.FetchResponse
-		if err := json.Unmarshal(f.data, &fr); err != nil {
+		if err := decodeJSON(f.data, &fr); err != nil {
 			s.err = fmt.Errorf("client: stream %s/%d: undecodable frame: %w", s.topic, s.partition, err)
 			return nil, s.err
 		}

@@ -168,6 +168,44 @@ func TestReadBounds(t *testing.T) {
 	}
 }
 
+// ReadRecords ends with the batch that brings the records from the offset
+// to the bound, and never cuts a batch.
+func TestReadRecordsBound(t *testing.T) {
+	l := openLog(t, osFS(t, t.TempDir()), commitlog.Options{})
+	defer l.Close()
+	for i := 0; i < 5; i++ {
+		if _, err := l.Append(batch(t, "x", 10, 1), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(l)
+	one := int64(len(batch(t, "x", 10, 1)))
+	tests := []struct {
+		name               string
+		offset, maxRecords int64
+		wantSize, wantNext int64
+	}{
+		{"no bound reads to the HW", 0, 0, 5 * one, 50},
+		{"a bound inside the first batch gives that batch", 0, 3, one, 10},
+		{"a bound at a batch's end stops there", 0, 10, one, 10},
+		{"one past a batch's end takes the next whole", 0, 11, 2 * one, 20},
+		{"counted from a mid-batch offset", 5, 10, 2 * one, 20},
+		{"a bound past the end reads to the HW", 20, 1000, 3 * one, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := l.ReadRecords(tt.offset, 1<<20, l.Offsets().HighWatermark, tt.maxRecords)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Close()
+			if res.Size != tt.wantSize || res.NextOffset != tt.wantNext {
+				t.Fatalf("size %d next %d, want %d %d", res.Size, res.NextOffset, tt.wantSize, tt.wantNext)
+			}
+		})
+	}
+}
+
 // forge returns a copy of batch b changed by f, with its CRC recomputed, so
 // the damage is one a producer made, not one the CRC catches.
 func forge(b []byte, f func(b []byte)) []byte {

@@ -52,6 +52,13 @@ func (r *ReadResult) ReadAll() ([]byte, error) {
 // polling. An offset below the log start or past the log end is
 // OFFSET_OUT_OF_RANGE.
 func (l *Log) Read(offset, maxBytes, limit int64) (ReadResult, error) {
+	return l.ReadRecords(offset, maxBytes, limit, 0)
+}
+
+// ReadRecords is Read that also stops after the batch that brings the
+// records from offset to maxRecords (0: no such bound). A reader that takes
+// that many records and leaves the rest is sent only what it will use.
+func (l *Log) ReadRecords(offset, maxBytes, limit, maxRecords int64) (ReadResult, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -81,7 +88,7 @@ func (l *Log) Read(offset, maxBytes, limit int64) (ReadResult, error) {
 		start, end := pos, pos+int64(h.Size())
 		next := h.NextOffset()
 		var hbuf [api.BatchHeaderSize]byte
-		for end < seg.size {
+		for end < seg.size && (maxRecords <= 0 || next-offset < maxRecords) {
 			nh, err := seg.readHeader(end, hbuf[:])
 			if err != nil {
 				return res, err

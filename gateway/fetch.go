@@ -120,7 +120,7 @@ func (g *Gateway) fetchRecords(ctx context.Context, fp fetchParams, offset int64
 func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
 	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: offset}
 	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, LeaderEpoch: -1,
+		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, MaxRecords: int64(fp.maxRecords), LeaderEpoch: -1,
 	})
 	if err != nil {
 		return res, err
@@ -211,7 +211,7 @@ func toFetched(r *api.Record) api.FetchedRecord {
 		}
 	}
 	if r.Value != nil {
-		if json.Valid(r.Value) {
+		if validJSON(r.Value) {
 			fr.Value = json.RawMessage(r.Value)
 		} else {
 			s := base64.StdEncoding.EncodeToString(r.Value)

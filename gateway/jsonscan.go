@@ -626,3 +626,17 @@ func (s *scanner) end() {
 		s.fail("data after the JSON value")
 	}
 }
+
+// validJSON reports whether b is one JSON value (white space around it
+// allowed), as json.Valid does, several times faster: a fetched record's
+// value is checked with it to choose between "value" and "value_b64". A
+// value nested deeper than maxJSONDepth is refused (json.Valid allows
+// 10,000 levels), so it comes back in base64, as the produce routes would
+// have refused it.
+func validJSON(b []byte) bool {
+	s := scanner{b: b, lim: &parseLimits{}}
+	s.ws()
+	s.value(0)
+	s.ws()
+	return s.err == nil && s.pos == len(b)
+}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
@@ -458,4 +459,39 @@ func FuzzParseNDJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// validJSON agrees with json.Valid on everything but nesting deeper than
+// maxJSONDepth.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`"x"`, ` {"a":[1,2.5e-3,true,false,null]} `, `"\u00e9\n"`, `"\ud800"`, "\"\xff\"", `01`, `1.`, `-`, `[1,]`, `{"a" 1}`, `"` + "\x01" + `"`, ``, `  `, `nul`, `[1] [2]`, `{"a":1,}`, `"\x"`, `1e+`, `[[[[[[]]]]]]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) > maxJSONDepth {
+			return
+		}
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
+		}
+	})
+}
+
+// go test -bench ValidJSON ./gateway: validJSON against json.Valid on a
+// 100-byte string value and a small object.
+func BenchmarkValidJSON(b *testing.B) {
+	for _, v := range []string{`"` + strings.Repeat("x", 98) + `"`, `{"user":"alice","n":[1,2,3],"ok":true,"at":1764585600000}`} {
+		for _, c := range []struct {
+			name string
+			fn   func([]byte) bool
+		}{{"json.Valid", json.Valid}, {"validJSON", validJSON}} {
+			b.Run(fmt.Sprintf("%d/%s", len(v), c.name), func(b *testing.B) {
+				for b.Loop() {
+					if !c.fn([]byte(v)) {
+						b.Fatal("invalid")
+					}
+				}
+			})
+		}
+	}
 }

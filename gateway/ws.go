@@ -236,8 +236,10 @@ func (s *wsStream) sendBatches(ctx context.Context, offset int64, shared *tailDa
 	if shared != nil {
 		raw, s.hw = shared.raw, shared.hw // raw is read-only: it is every waiter's
 	} else {
+		// The credit bounds the records sent: the broker sends no batch
+		// past it.
 		fr, err := s.g.fetchFrom(ctx, s.fp.topic, s.fp.partition, brokerapi.FetchParams{
-			Offset: offset, MaxBytes: s.fp.maxBytes, LeaderEpoch: -1,
+			Offset: offset, MaxBytes: s.fp.maxBytes, MaxRecords: min(max(s.credit.Load(), 0), 1<<31-1), LeaderEpoch: -1,
 		})
 		if err != nil {
 			return offset, err

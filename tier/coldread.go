@@ -92,6 +92,12 @@ func (r *ColdReader) Close() {
 // as REMOTE_CORRUPT (both retriable): the consumer tries again; nothing else
 // waits on it.
 func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxBytes int64) ([]byte, int64, error) {
+	return r.ReadRecords(ctx, seg, offset, maxBytes, 0)
+}
+
+// ReadRecords is Read that also stops after the batch that brings the
+// records from offset to maxRecords (0: no such bound).
+func (r *ColdReader) ReadRecords(ctx context.Context, seg RemoteSegment, offset, maxBytes, maxRecords int64) ([]byte, int64, error) {
 	idx, err := r.index(ctx, seg)
 	if err != nil {
 		return nil, offset, err
@@ -119,7 +125,7 @@ func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxByt
 		return seg.Size
 	}
 	last := first
-	for last+1 < len(idx) && endOf(last+1)-start <= maxBytes {
+	for last+1 < len(idx) && endOf(last+1)-start <= maxBytes && (maxRecords <= 0 || idx[last+1].offset-offset < maxRecords) {
 		last++
 	}
 	end := endOf(last)

@@ -249,3 +249,30 @@ func consume(cr *ColdReader, seg RemoteSegment, maxBytes int64) (int64, error) {
 	}
 	return off, nil
 }
+
+// ReadRecords ends with the batch that brings the records from the offset
+// to the bound, as the local log's read does.
+func TestColdReadRecordsBound(t *testing.T) {
+	bkt := NewMemory()
+	l := testLog(t, 10) // segments [0,40) [40,80), batches of 10 records
+	meta := &memMeta{}
+	u := &Uploader{Bucket: bkt, Meta: meta, Log: l, KeyPrefix: "t/0/", Logger: slog.New(slog.DiscardHandler)}
+	seg := uploadAll(t, u, meta)[0]
+	cr := NewColdReader(bkt, ColdReaderOptions{Logger: slog.New(slog.DiscardHandler)})
+	defer cr.Close()
+	for _, tt := range []struct{ offset, maxRecords, wantNext int64 }{
+		{0, 0, 40}, {0, 3, 10}, {0, 10, 10}, {0, 11, 20}, {5, 10, 20}, {20, 1000, 40},
+	} {
+		data, next, err := cr.ReadRecords(context.Background(), seg, tt.offset, 1<<20, tt.maxRecords)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last int64 = -1
+		if _, err := api.ScanBatches(data, true, func(h api.BatchHeader, _ []byte) error { last = h.NextOffset(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if next != tt.wantNext || last != tt.wantNext {
+			t.Fatalf("ReadRecords(%d, max %d): batches to %d, next %d; want %d", tt.offset, tt.maxRecords, last, next, tt.wantNext)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"io"
 	"log/slog"
 	"net"
@@ -461,8 +462,10 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 					})
 					next = max(next, last)
 				} else {
+					// Decoded as the Go client decodes (goccy/go-json).
 					var fr api.FetchResponse
-					_ = json.NewDecoder(resp.Body).Decode(&fr)
+					b, _ := io.ReadAll(resp.Body)
+					_ = gojson.Unmarshal(b, &fr)
 					n = int64(len(fr.Records))
 					for _, r := range fr.Records {
 						nbytes += int64(len(r.Value))
