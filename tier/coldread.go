@@ -174,6 +174,17 @@ func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, en
 		}(c)
 	}
 	wg.Wait()
+	if len(chunks) == 1 && errs[0] == nil {
+		// Within one chunk (the common case: a chunk holds many batches):
+		// a view of it, not a copy. Chunks are never written once made,
+		// and the view keeps this one alive past its eviction.
+		c := first
+		lo, hi := start-c*r.chunk, min(end-c*r.chunk, int64(len(chunks[0])))
+		if lo > hi {
+			lo = hi
+		}
+		return chunks[0][lo:hi:hi], nil
+	}
 	out := make([]byte, 0, end-start)
 	for i, data := range chunks {
 		if errs[i] != nil {

@@ -186,7 +186,7 @@ func runBench(ctx context.Context, args []string) error {
 		return benchConsumeRedis(ctx, c, *records, *redisURL, *resultsPath)
 	}
 	fmt.Printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.connections, c.batch, c.size, c.duration, c.acks, c.rf)
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	if mode == "consume" {
 		res, err := benchConsume(ctx, c)
 		if err != nil {
@@ -303,6 +303,8 @@ type benchResult struct {
 	elapsed       time.Duration
 	recordsPerSec float64
 	latencies     []time.Duration
+	hostCPU       time.Duration // busy CPU of the whole machine during the round (hostCPU)
+	selfCPU       time.Duration // this process's CPU during the round
 }
 
 func (r *benchResult) finish() {
@@ -318,9 +320,9 @@ func (r *benchResult) pct(p float64) time.Duration {
 }
 
 func (r *benchResult) print(name string) {
-	fmt.Printf("%-10s %12.0f %10.1f %10.0f %10s %10s\n", name, r.recordsPerSec,
+	fmt.Printf("%-10s %12.0f %10.1f %10.0f %10s %10s %10.2f %6.2f\n", name, r.recordsPerSec,
 		float64(r.bytes)/r.elapsed.Seconds()/1e6, float64(r.requests)/r.elapsed.Seconds(),
-		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond))
+		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
 }
 
 func benchClient(conns int) *http.Client {
@@ -342,7 +344,7 @@ func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (
 		firstErr atomic.Pointer[error]
 		wg       sync.WaitGroup
 	)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	// With a rate, requests leave on a shared schedule; latency is measured
 	// from the scheduled time, so a slow server cannot hide its queueing.
 	var ticks chan time.Time
@@ -404,6 +406,7 @@ func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	cpu.stop(&res)
 	if p := firstErr.Load(); p != nil {
 		return res, *p
 	}
@@ -429,7 +432,7 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 		sem = make(chan struct{}, c.connections)
 		ers []error
 	)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	for _, p := range t.Partitions {
 		wg.Add(1)
 		go func(p api.PartitionInfo) {
@@ -487,6 +490,7 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	cpu.stop(&res)
 	res.finish()
 	return res, errors.Join(ers...)
 }
@@ -661,7 +665,7 @@ func benchCold(ctx context.Context, c benchConfig, records int, results string) 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var hots, colds []float64
 	for round := 0; round < c.rounds; round++ {
 		for _, topic := range []string{hot, cold} {

@@ -35,7 +35,7 @@ func benchGroup(ctx context.Context, c benchConfig, records int, results string)
 	members := min(c.connections, len(t.Partitions))
 	fmt.Printf("consume --group: %d records in %d partitions; %d members, each committing its latest cursor beside its polls, vs %d connections of plain fetches\n",
 		want, len(t.Partitions), members, c.connections)
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var plains, groups []float64
 	var commits []time.Duration
 	for round := 0; round < c.rounds; round++ {
@@ -162,7 +162,7 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 		wg      sync.WaitGroup
 		errs    = make(chan error, 2*n) // a poller and a committer per member
 	)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	for _, id := range ids {
 		wg.Add(1)
 		go func() {
@@ -228,6 +228,7 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 	// Members idle in a long poll when the last record arrives elsewhere
 	// are not part of the figure.
 	res.elapsed = time.Since(start)
+	cpu.stop(&res)
 	if d := done.Load(); d > 0 {
 		res.elapsed = time.Unix(0, d).Sub(start)
 	}

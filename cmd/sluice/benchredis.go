@@ -62,7 +62,7 @@ func benchConsumeRedis(ctx context.Context, c benchConfig, records int, redisURL
 	}
 	fmt.Printf("consume --baseline redis: %d records of %d bytes in %d partitions / streams; reads of %d records over %d connections; Redis at %s\n",
 		len(recs), c.size, len(streams), redisReadCount, c.connections, ropts.Addr)
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99")
+	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	cc := c
 	cc.fetchRecords = redisReadCount
 	var bases, sluices []float64
@@ -102,7 +102,7 @@ func benchXREAD(ctx context.Context, rdb *redis.Client, streams map[int32]string
 		sem = make(chan struct{}, conns)
 		ers []error
 	)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	for _, key := range streams {
 		wg.Add(1)
 		go func() {
@@ -146,6 +146,7 @@ func benchXREAD(ctx context.Context, rdb *redis.Client, streams map[int32]string
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	cpu.stop(&res)
 	res.finish()
 	if len(ers) > 0 {
 		return res, ers[0]

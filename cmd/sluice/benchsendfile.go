@@ -47,7 +47,7 @@ func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir stri
 	defer srv.stop()
 	fmt.Printf("consume --raw: %d partitions, %.1f MB of segments, reads of 4 MiB; each round reads all of it repeatedly for %s over %d connections\n",
 		len(t.Partitions), float64(total)/1e6, c.duration, c.connections)
-	fmt.Printf("%-10s %10s %10s %10s %10s\n", "target", "MB/s", "req/s", "p50", "p99")
+	fmt.Printf("%-10s %10s %10s %10s %10s %10s %6s\n", "target", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var bases, sluices []float64
 	for round := 0; round < c.rounds; round++ {
 		base, err := rawReadLoop(ctx, c, len(t.Partitions), func(p int, pos int64) string {
@@ -94,7 +94,7 @@ func rawReadLoop(ctx context.Context, c benchConfig, parts int, url func(p int, 
 		firstErr atomic.Pointer[error]
 		sem      = make(chan struct{}, c.connections)
 	)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	fail := func(err error) { firstErr.CompareAndSwap(nil, &err) }
 	for p := 0; p < parts; p++ {
 		wg.Add(1)
@@ -134,6 +134,7 @@ func rawReadLoop(ctx context.Context, c benchConfig, parts int, url func(p int, 
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	cpu.stop(&res)
 	res.finish()
 	if p := firstErr.Load(); p != nil {
 		return res, *p
@@ -170,8 +171,8 @@ func rawRead(ctx context.Context, client *http.Client, url string) (int64, int64
 func (r *benchResult) mbPerSec() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e6 }
 
 func (r *benchResult) printMB(name string) {
-	fmt.Printf("%-10s %10.0f %10.0f %10s %10s\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
-		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond))
+	fmt.Printf("%-10s %10.0f %10.0f %10s %10s %10.2f %6.2f\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
+		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
 }
 
 // partitionFiles are one partition's segment files in offset order, read
