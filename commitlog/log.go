@@ -58,6 +58,10 @@ type Log struct {
 	// Close never writes the clean-shutdown marker while an interval
 	// fsync it cannot see is still to report. Order: syncMu before mu.
 	syncMu sync.Mutex
+	// ckMu is held by CheckpointHW across its write, which runs without
+	// mu, and by Close, so no checkpoint lands after Close's own. Order:
+	// ckMu before syncMu before mu.
+	ckMu sync.Mutex
 }
 
 // Open opens or creates the log in dir (relative to fsys), recovering it if the
@@ -468,15 +472,31 @@ func (l *Log) Wait(ctx context.Context, hw, leo int64) error {
 // close to where it was instead of at the log start (it is only a starting
 // point: a leader recomputes it from its ISR, a follower takes the leader's).
 func (l *Log) CheckpointHW() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed || l.writeErr != nil || l.hw == l.hwSaved {
+	l.ckMu.Lock()
+	defer l.ckMu.Unlock()
+	l.mu.RLock()
+	hw, skip := l.hw, l.closed || l.writeErr != nil || l.hw == l.hwSaved
+	l.mu.RUnlock()
+	if skip {
 		return nil
 	}
-	if err := writeInt64File(l.fs, l.dir, hwFile, l.hw); err != nil {
+	// The write and its two fsyncs run without mu: a slow disk holds
+	// this checkpoint, not the appends and reads of the partition.
+	err := writeInt64File(l.fs, l.dir, hwFile, hw)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
 		return l.failLocked(err)
 	}
-	l.hwSaved = l.hw
+	if l.hw < hw {
+		// A truncation took the HW below what was just written: the
+		// checkpoint must not claim more than the log has committed.
+		if err := writeInt64File(l.fs, l.dir, hwFile, l.hw); err != nil {
+			return l.failLocked(err)
+		}
+		hw = l.hw
+	}
+	l.hwSaved = hw
 	return nil
 }
 
@@ -525,6 +545,8 @@ func (l *Log) saveEpochsLocked() error {
 // Close flushes the log, checkpoints the HW, marks the shutdown clean and
 // releases every file. Later calls return ErrClosed.
 func (l *Log) Close() error {
+	l.ckMu.Lock() // so does an HW checkpoint
+	defer l.ckMu.Unlock()
 	l.syncMu.Lock() // an interval fsync in flight reports first
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
