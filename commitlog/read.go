@@ -75,21 +75,23 @@ func (l *Log) ReadRecords(offset, maxBytes, limit, maxRecords int64) (ReadResult
 	}
 	for i := l.segmentIndexLocked(offset); i < len(l.segments); i++ {
 		seg := l.segments[i]
-		pos, h, found, err := seg.find(offset)
-		if err != nil {
-			return res, err
-		}
-		if !found {
+		hr := seg.headers()
+		pos, h, found, err := seg.findWith(hr, offset)
+		if err != nil || !found {
+			hr.close()
+			if err != nil {
+				return res, err
+			}
 			continue
 		}
+		defer hr.close()
 		if h.NextOffset() > limit {
 			return res, nil
 		}
 		start, end := pos, pos+int64(h.Size())
 		next := h.NextOffset()
-		var hbuf [api.BatchHeaderSize]byte
 		for end < seg.size && (maxRecords <= 0 || next-offset < maxRecords) {
-			nh, err := seg.readHeader(end, hbuf[:])
+			nh, err := hr.at(end)
 			if err != nil {
 				return res, err
 			}

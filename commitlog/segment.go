@@ -111,6 +111,13 @@ func (s *segment) readHeader(pos int64, buf []byte) (api.BatchHeader, error) {
 // the nearest offset-index entry, and the header there. found is false when offset
 // is at or past the segment's end.
 func (s *segment) find(offset int64) (pos int64, h api.BatchHeader, found bool, err error) {
+	r := s.headers()
+	defer r.close()
+	return s.findWith(r, offset)
+}
+
+// findWith is find reading headers through r.
+func (s *segment) findWith(r *headerReader, offset int64) (pos int64, h api.BatchHeader, found bool, err error) {
 	if offset >= s.next {
 		return 0, api.BatchHeader{}, false, nil
 	}
@@ -119,9 +126,8 @@ func (s *segment) find(offset int64) (pos int64, h api.BatchHeader, found bool, 
 		rel = uint32(offset - s.base)
 	}
 	pos = s.index.lookup(rel)
-	var buf [api.BatchHeaderSize]byte
 	for pos < s.size {
-		h, err = s.readHeader(pos, buf[:])
+		h, err = r.at(pos)
 		if err != nil {
 			return 0, h, false, err
 		}

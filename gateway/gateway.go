@@ -95,6 +95,7 @@ type Gateway struct {
 	limits     Limits     // opts.Limits with defaults
 	mem        *memBudget // produce memory (gateway.produce.memory.bytes)
 	acks0      sendSlots  // acks=0 background sends (gateway.acks0.max.in.flight)
+	sends      *coalescer // produce sends, coalesced per partition
 	wsConns    *wsConns   // open WebSockets: limits, pings, shutdown
 	tails      *tails     // shared long polls of WebSocket streams at their partition's end
 	auth       AuthOptions
@@ -193,6 +194,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.splice = brokerapi.NewSpliceFetcher(g.brokers)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.sends = newCoalescer(g)
 	g.srv = &http.Server{
 		Handler:           g.Routes(),
 		ReadHeaderTimeout: min(10*time.Second, limits.ReadTimeout),

@@ -13,6 +13,10 @@ type gatewayMetrics struct {
 	produceRequests *prometheus.CounterVec // by result code ("ok" or an error code)
 	producedRecords prometheus.Counter
 	fetchRequests   *prometheus.CounterVec // by route
+	// Sends of produce batches to leaders, and the batches they carried:
+	// more batches than sends is produce requests coalesced (coalesce.go).
+	produceSends       prometheus.Counter
+	produceSendBatches prometheus.Counter
 }
 
 func newGatewayMetrics() *gatewayMetrics {
@@ -27,8 +31,14 @@ func newGatewayMetrics() *gatewayMetrics {
 		fetchRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_fetch_requests_total", Help: "Fetch requests by route (records, batches, ws).",
 		}, []string{"route"}),
+		produceSends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_produce_sends_total", Help: "Produce sends to partition leaders (acks=1 and all, without a producer id).",
+		}),
+		produceSendBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_produce_send_batches_total", Help: "Produce requests' batches those sends carried: above the sends when concurrent requests to a partition were coalesced.",
+		}),
 	}
-	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, prometheus.NewGoCollector())
+	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, m.produceSends, m.produceSendBatches, prometheus.NewGoCollector())
 	return m
 }
 

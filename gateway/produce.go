@@ -113,7 +113,14 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		writeOffsets(w, offs)
 		return
 	}
-	results, errs := g.sendAll(ctx, topic, parts, pp.acks, bs.batches, retriable)
+	var counts []int64 // records per batch: set when the batches may be coalesced
+	if seqs == nil {
+		counts = make([]int64, len(parts))
+		for j, p := range parts {
+			counts[j] = int64(len(order[p]))
+		}
+	}
+	results, errs := g.sendAll(ctx, topic, parts, pp.acks, bs.batches, counts, retriable)
 	g.answerProduce(w, recs, parts, order, results, errs)
 }
 
@@ -235,7 +242,7 @@ func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs
 	for k, j := range inline {
 		ps[k], batches[k] = parts[j], bs.batches[j]
 	}
-	_, errs := g.sendAll(ctx, topic, ps, "1", batches, retriable)
+	_, errs := g.sendAll(ctx, topic, ps, "1", batches, nil, retriable)
 	for k, err := range errs {
 		if err != nil {
 			g.log.Debug("acks=0 produce failed", "topic", topic, "partition", ps[k], "err", err)
@@ -244,20 +251,29 @@ func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs
 }
 
 // sendAll sends each partition's batch to its leader, concurrently, and
-// waits for every answer.
-func (g *Gateway) sendAll(ctx context.Context, topic string, parts []int32, acks string, batches [][]byte, retriable func(error) bool) ([]brokerapi.ProduceResult, []error) {
+// waits for every answer. With counts (the records of each batch), the
+// batches may share sends with other requests' (coalesce.go); without, as
+// for an idempotent producer's, each goes alone.
+func (g *Gateway) sendAll(ctx context.Context, topic string, parts []int32, acks string, batches [][]byte, counts []int64, retriable func(error) bool) ([]brokerapi.ProduceResult, []error) {
 	results := make([]brokerapi.ProduceResult, len(parts))
 	errs := make([]error, len(parts))
+	send := func(j int) {
+		if counts != nil {
+			results[j], errs[j] = g.sends.send(ctx, topic, parts[j], acks, batches[j], counts[j])
+		} else {
+			results[j], errs[j] = g.produceTo(ctx, topic, parts[j], acks, batches[j], retriable)
+		}
+	}
 	if len(parts) == 1 {
-		results[0], errs[0] = g.produceTo(ctx, topic, parts[0], acks, batches[0], retriable)
+		send(0)
 		return results, errs
 	}
 	var wg sync.WaitGroup
-	for j, p := range parts {
+	for j := range parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[j], errs[j] = g.produceTo(ctx, topic, p, acks, batches[j], retriable)
+			send(j)
 		}()
 	}
 	wg.Wait()
