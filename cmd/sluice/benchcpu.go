@@ -26,7 +26,7 @@ func hostCPU() time.Duration {
 	}
 	var busy int64
 	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
+		if i == 3 || i == 4 || i == 7 { // idle, iowait, steal (the hypervisor's other guests)
 			continue
 		}
 		n, err := strconv.ParseInt(string(v), 10, 64)
