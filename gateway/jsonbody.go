@@ -13,9 +13,9 @@ import (
 // requireJSON refuses a body not declared application/json with 415
 // UNSUPPORTED_MEDIA_TYPE. A browser sends a form or text/plain body to any
 // origin without asking first, but asks the server before sending JSON (a
-// CORS preflight, which the gateway does not grant), so this check is what
-// keeps a web page from creating topics or producer ids from a visitor's
-// browser.
+// CORS preflight, which the gateway grants only to --allowed-origins, and
+// then without credentials), so this check is what keeps a web page from
+// creating topics or producer ids from a visitor's browser.
 func requireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != mediaJSON {

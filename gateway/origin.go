@@ -20,8 +20,10 @@ import (
 // rebinding (a page of evil.example whose name is made to resolve to the
 // gateway is same-origin with it as far as the browser knows, but sends
 // Host: evil.example). Requests without an Origin header (curl, servers)
-// pass the Origin check. It is off (nil) unless AllowedOrigins or
-// AllowedHosts is set.
+// pass the Origin check. The allowed origins are also granted CORS, so
+// their pages can call the HTTP routes with a token, and their preflights
+// are answered before authentication. It is off (nil) unless
+// AllowedOrigins or AllowedHosts is set.
 type originGuard struct {
 	origins map[string]bool // scheme://host[:port], lower case, no default port
 	hosts   map[string]bool // names, lower case, no port
@@ -105,6 +107,46 @@ func (g *originGuard) originAllowed(origin string, r *http.Request) bool {
 	return o == canonicalOrigin(scheme, r.Host)
 }
 
+// listed reports whether origin is one of the allowed origins (not merely
+// the gateway's own, which needs no CORS).
+func (g *originGuard) listed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return g.origins[canonicalOrigin(u.Scheme, u.Host)]
+}
+
+// CORS grants to the allowed origins. Credentials (the dashboard's session
+// cookie) are not granted: a page of another origin authenticates with a
+// token in Authorization, which it holds itself, so a visitor's session on
+// the gateway's own dashboard is never lent to another site. The exposed
+// headers are those a client reads: offsets and watermarks of a fetch, the
+// error code, and the throttle.
+const (
+	corsAllowMethods  = "GET, HEAD, POST, PUT, PATCH, DELETE"
+	corsAllowHeaders  = "Authorization, Content-Type, " + api.HeaderClientID
+	corsExposeHeaders = "Retry-After, " + api.HeaderErrorCode + ", " + api.HeaderHighWatermark + ", " +
+		api.HeaderLogStartOffset + ", " + api.HeaderNextOffset + ", " + api.HeaderLeaderEpoch + ", " + api.HeaderThrottleMs
+	corsMaxAgeSeconds = "600"
+)
+
+// grantCORS sets the CORS answer for an allowed origin: on a preflight the
+// methods and request headers the API takes, on a request the response
+// headers the page may read.
+func grantCORS(h http.Header, origin string, preflight bool) {
+	h.Set("Access-Control-Allow-Origin", origin)
+	if preflight {
+		h.Add("Vary", "Access-Control-Request-Method")
+		h.Add("Vary", "Access-Control-Request-Headers")
+		h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+		h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+		h.Set("Access-Control-Max-Age", corsMaxAgeSeconds)
+		return
+	}
+	h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+}
+
 // needsOriginCheck: WebSocket upgrades and methods that may change state.
 // A browser sends Origin with both when they cross origins.
 func needsOriginCheck(r *http.Request) bool {
@@ -137,9 +179,25 @@ func (g *Gateway) guardOrigins(next http.Handler) http.Handler {
 			api.WriteError(w, api.Errorf(api.CodeHostNotAllowed, "Host %q is not one of this gateway's names", r.Host))
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && needsOriginCheck(r) && !og.originAllowed(origin, r) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+		if (preflight || needsOriginCheck(r)) && !og.originAllowed(origin, r) {
 			g.log.Debug("Origin not allowed", "origin", origin, "method", r.Method, "path", r.URL.Path)
 			api.WriteError(w, api.Errorf(api.CodeOriginNotAllowed, "Origin %q may not %s %s on this gateway", origin, r.Method, r.URL.Path))
+			return
+		}
+		w.Header().Add("Vary", "Origin")
+		if og.listed(origin) {
+			grantCORS(w.Header(), origin, preflight)
+		}
+		if preflight {
+			// Answered here, before authentication: a browser sends no
+			// credentials with a preflight.
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		next.ServeHTTP(w, r)

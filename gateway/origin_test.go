@@ -109,8 +109,8 @@ func TestOriginAllowList(t *testing.T) {
 		}
 	}
 
-	// Reads carry no Origin check (no CORS is granted, so another origin's
-	// page cannot read the answer), but the Host check applies to them.
+	// Reads carry no Origin check (another origin is granted no CORS, so
+	// its page cannot read the answer), but the Host check applies to them.
 	if status, code := originRequest(t, c.URL, "GET", "/v1/topics", "", "https://evil.example", ""); status != 200 {
 		t.Errorf("a cross-origin GET: %d %s", status, code)
 	}
@@ -179,6 +179,93 @@ func TestOriginOptionsValidated(t *testing.T) {
 		_, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), AllowedOrigins: tc.origins, AllowedHosts: tc.hosts})
 		if err == nil {
 			t.Errorf("%s: gateway.New accepted origins %q hosts %q", tc.name, tc.origins, tc.hosts)
+		}
+	}
+}
+
+// TestCORSForAllowedOrigins: a page of an allowed origin may call the HTTP
+// routes with a token. Its preflight is answered before authentication
+// with the methods and headers the API takes; its requests' answers, errors
+// included, name it in Access-Control-Allow-Origin and expose the
+// X-Sluice-* headers. Another origin's preflight is refused, and its reads
+// carry no grant, so its page cannot read them. Credentials are never
+// granted.
+func TestCORSForAllowedOrigins(t *testing.T) {
+	const token = "slc_00000000000000cc_3333333333333333333333333333333333333333333333333333333333333333"
+	const page = "https://app.example.com"
+	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: token},
+		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{page} }})
+	do := func(method, path, origin string, hdr map[string]string, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, c.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("%s %s from %q granted credentials", method, path, origin)
+		}
+		return resp
+	}
+	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type,x-client-id"}
+	authed := map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+
+	resp := do("OPTIONS", "/v1/topics/cors/records", page, preflight, "")
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != page {
+		t.Fatalf("preflight from %s: %d, Allow-Origin %q", page, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	for _, want := range []string{"Authorization", "Content-Type", "X-Client-Id"} {
+		if !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), want) {
+			t.Errorf("preflight Allow-Headers %q lacks %s", resp.Header.Get("Access-Control-Allow-Headers"), want)
+		}
+	}
+	if m := resp.Header.Get("Access-Control-Allow-Methods"); !strings.Contains(m, "POST") || !strings.Contains(m, "DELETE") {
+		t.Errorf("preflight Allow-Methods %q", m)
+	}
+	resp = do("OPTIONS", "/v1/topics/cors/records", "https://evil.example", preflight, "")
+	if resp.StatusCode != 403 || resp.Header.Get(api.HeaderErrorCode) != "ORIGIN_NOT_ALLOWED" || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from another origin: %d %s, Allow-Origin %q", resp.StatusCode, resp.Header.Get(api.HeaderErrorCode), resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+
+	resp = do("POST", "/v1/topics", page, authed, `{"name":"cors","partitions":1,"replication_factor":1}`)
+	if resp.StatusCode != 201 || resp.Header.Get("Access-Control-Allow-Origin") != page {
+		t.Fatalf("create from %s: %d, Allow-Origin %q", page, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	resp = do("POST", "/v1/topics/cors/records", page, authed, `{"records":[{"value":"v"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("produce from %s: %d", page, resp.StatusCode)
+	}
+	resp = do("GET", "/v1/topics/cors/partitions/0/batches?offset=0", page, map[string]string{"Authorization": "Bearer " + token}, "")
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != page || resp.Header.Get(api.HeaderNextOffset) != "1" {
+		t.Fatalf("raw fetch from %s: %d, Allow-Origin %q, next offset %q", page, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get(api.HeaderNextOffset))
+	}
+	for _, h := range []string{api.HeaderNextOffset, api.HeaderHighWatermark, api.HeaderErrorCode, api.HeaderThrottleMs, "Retry-After"} {
+		if !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), h) {
+			t.Errorf("Expose-Headers %q lacks %s", resp.Header.Get("Access-Control-Expose-Headers"), h)
+		}
+	}
+	// An error is readable too: the page learns it must sign in.
+	resp = do("GET", "/v1/topics", page, nil, "")
+	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != page {
+		t.Errorf("GET without a token from %s: %d, Allow-Origin %q", page, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	// Another origin's read is answered (it needs no Origin check) but
+	// without a grant; the gateway's own origin needs none.
+	for _, o := range []string{"https://evil.example", c.URL} {
+		resp = do("GET", "/v1/topics", o, map[string]string{"Authorization": "Bearer " + token}, "")
+		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("GET from %s: %d, Allow-Origin %q", o, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 		}
 	}
 }

@@ -14,8 +14,9 @@ import (
 // apiClient calls the gateway's public API for the dashboard test: to set
 // up data, and to read the numbers the pages must show.
 type apiClient struct {
-	t    *testing.T
-	base string
+	t     *testing.T
+	base  string
+	token string // sent as a bearer token when set
 }
 
 func (c apiClient) do(method, path string, body any, out any) int {
@@ -34,6 +35,9 @@ func (c apiClient) do(method, path string, body any, out any) int {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
