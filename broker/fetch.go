@@ -198,11 +198,12 @@ func (b *Broker) coldSegment(ctx context.Context, p *Partition, offset int64) (t
 }
 
 // serveCold answers a fetch below the local log start from the object
-// store. The bytes come through the cold reader's cache, not sendfile.
+// store. The bytes come through the cold reader's cache, not sendfile,
+// written from the cached chunks as they are.
 func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition, seg tier.RemoteSegment, offset, maxBytes, maxRecords int64) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	data, next, err := b.cold.ReadRecords(ctx, seg, offset, maxBytes, maxRecords)
+	data, next, err := b.cold.ReadPieces(ctx, seg, offset, maxBytes, maxRecords)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -220,9 +221,14 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 	h.Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
 	h.Set(api.HeaderHighWatermark, strconv.FormatInt(pos.HighWatermark, 10))
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(pos.LogStartOffset, 10))
-	h.Set("Content-Length", strconv.Itoa(len(data)))
+	size := data.Len()
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	b.traffic.fetched(offset, next, int64(len(data)))
-	b.chargeFetch(r, int64(len(data)))
-	_, _ = w.Write(data)
+	b.traffic.fetched(offset, next, size)
+	b.chargeFetch(r, size)
+	for _, piece := range data { // views of the cached chunks, not a joined copy
+		if _, err := w.Write(piece); err != nil {
+			return
+		}
+	}
 }

@@ -98,6 +98,14 @@ func (r *ColdReader) Read(ctx context.Context, seg RemoteSegment, offset, maxByt
 // ReadRecords is Read that also stops after the batch that brings the
 // records from offset to maxRecords (0: no such bound).
 func (r *ColdReader) ReadRecords(ctx context.Context, seg RemoteSegment, offset, maxBytes, maxRecords int64) ([]byte, int64, error) {
+	ps, next, err := r.ReadPieces(ctx, seg, offset, maxBytes, maxRecords)
+	return ps.Bytes(), next, err
+}
+
+// ReadPieces is ReadRecords that returns the bytes as views of the chunks
+// that hold them, for a caller that writes them out (a fetch answer)
+// without joining them.
+func (r *ColdReader) ReadPieces(ctx context.Context, seg RemoteSegment, offset, maxBytes, maxRecords int64) (Pieces, int64, error) {
 	idx, err := r.index(ctx, seg)
 	if err != nil {
 		return nil, offset, err
@@ -148,7 +156,7 @@ func (r *ColdReader) ReadRecords(ctx context.Context, seg RemoteSegment, offset,
 		// Serve the whole batches before the bad one; the reader's next
 		// fetch starts at it and gets the error. Nothing is skipped.
 		r.Forget(seg)
-		return buf[:idx[first+good].pos-start], idx[first+good].offset, nil
+		return buf.Slice(0, idx[first+good].pos-start), idx[first+good].offset, nil
 	}
 	// Sequential consumers come back for what follows: fetch the next few
 	// chunks now.
@@ -159,9 +167,9 @@ func (r *ColdReader) ReadRecords(ctx context.Context, seg RemoteSegment, offset,
 	return buf, next, nil
 }
 
-// readRange assembles [start, end) of the segment's log object from chunks,
-// fetching the missing ones in parallel (within the GET bound).
-func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, end int64) ([]byte, error) {
+// readRange returns [start, end) of the segment's log object as views of
+// its chunks, fetching the missing ones in parallel (within the GET bound).
+func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, end int64) (Pieces, error) {
 	first, last := start/r.chunk, (end-1)/r.chunk
 	chunks := make([][]byte, last-first+1)
 	errs := make([]error, len(chunks))
@@ -174,26 +182,15 @@ func (r *ColdReader) readRange(ctx context.Context, seg RemoteSegment, start, en
 		}(c)
 	}
 	wg.Wait()
-	if len(chunks) == 1 && errs[0] == nil {
-		// Within one chunk (the common case: a chunk holds many batches):
-		// a view of it, not a copy. Chunks are never written once made,
-		// and the view keeps this one alive past its eviction.
-		c := first
-		lo, hi := start-c*r.chunk, min(end-c*r.chunk, int64(len(chunks[0])))
-		if lo > hi {
-			lo = hi
-		}
-		return chunks[0][lo:hi:hi], nil
-	}
-	out := make([]byte, 0, end-start)
+	out := make(Pieces, 0, len(chunks))
 	for i, data := range chunks {
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
 		c := first + int64(i)
 		lo := max(start-c*r.chunk, 0)
-		hi := min(end-c*r.chunk, int64(len(data)))
-		out = append(out, data[lo:hi]...)
+		hi := max(min(end-c*r.chunk, int64(len(data))), lo)
+		out = append(out, data[lo:hi:hi])
 	}
 	return out, nil
 }

@@ -85,58 +85,37 @@ func decodeIndex(b []byte, seg RemoteSegment) ([]indexEntry, error) {
 	return out, nil
 }
 
-// verifyRange checks buf, the log object's bytes from position start, as
+// verifyRange checks ps, the log object's bytes from position start, as
 // what the index entries idx say it holds: whole batches with good CRCs and
-// known codecs, one per entry, each where its entry puts it, with its base
-// offset, and ending before the next entry's offset (following, after the
-// last). It returns how many of the entries passed before the first that
-// did not; errors are REMOTE_CORRUPT.
-func verifyRange(seg RemoteSegment, buf []byte, start int64, idx []indexEntry, following int64) (int, error) {
-	k, pos := 0, start
-	n, err := api.ScanBatches(buf, true, func(h api.BatchHeader, b []byte) error {
-		if k == len(idx) {
-			// The last listed batch is shorter than its index says.
-			k--
-			return corruptf("%s: a batch at position %d that its index does not list", seg.LogKey(), pos)
-		}
-		e := idx[k]
+// known codecs, one per entry, each where its entry puts it and as long as
+// the distance to the next entry (the last one reaching the range's end),
+// with its base offset, and ending before the next entry's offset
+// (following, after the last). It returns how many of the entries passed
+// before the first that did not; errors are REMOTE_CORRUPT. A batch that
+// straddles two chunks is copied to be checked; the others are checked in
+// place.
+func verifyRange(seg RemoteSegment, ps Pieces, start int64, idx []indexEntry, following int64) (int, error) {
+	size := ps.Len()
+	for k, e := range idx {
+		lo, hi := e.pos-start, size
 		next := following
 		if k+1 < len(idx) {
-			next = idx[k+1].offset
+			hi, next = idx[k+1].pos-start, idx[k+1].offset
 		}
+		if lo < 0 || hi > size || hi-lo < api.BatchHeaderSize {
+			return k, corruptf("%s: the batch at position %d is %d bytes, shorter than a batch header", seg.LogKey(), e.pos, max(hi-lo, 0))
+		}
+		h, err := api.VerifyBatch(ps.contiguous(lo, hi))
 		switch {
+		case err != nil:
+			return k, corruptf("%s: the batch at position %d (offset %d), %d bytes by its index: %v", seg.LogKey(), e.pos, e.offset, hi-lo, err)
 		case h.BaseOffset != e.offset:
-			return corruptf("%s: the batch at position %d starts at offset %d, its index says %d", seg.LogKey(), e.pos, h.BaseOffset, e.offset)
-		case k+1 < len(idx) && e.pos+int64(len(b)) != idx[k+1].pos:
-			return corruptf("%s: the batch at position %d is %d bytes, its index says %d", seg.LogKey(), e.pos, len(b), idx[k+1].pos-e.pos)
+			return k, corruptf("%s: the batch at position %d starts at offset %d, its index says %d", seg.LogKey(), e.pos, h.BaseOffset, e.offset)
 		case h.NextOffset() > next:
-			return corruptf("%s: the batch at position %d reaches offset %d, past the next batch's %d", seg.LogKey(), e.pos, h.LastOffset(), next)
+			return k, corruptf("%s: the batch at position %d reaches offset %d, past the next batch's %d", seg.LogKey(), e.pos, h.LastOffset(), next)
 		}
-		k++
-		pos += int64(len(b))
-		return nil
-	})
-	if err != nil {
-		return k, err
 	}
-	if n == len(buf) && k == len(idx) {
-		return k, nil
-	}
-	if k == len(idx) {
-		// The last batch is shorter than its index says: it is the bad one.
-		k--
-		return k, corruptf("%s: the batch at position %d is %d bytes short of where the next one starts", seg.LogKey(), idx[k].pos, len(buf)-n)
-	}
-	// The batch at idx[k] is torn or fails its CRC: say which.
-	end := int64(len(buf))
-	if k+1 < len(idx) {
-		end = idx[k+1].pos - start
-	}
-	msg := "is torn"
-	if _, verr := api.VerifyBatch(buf[n:end]); verr != nil {
-		msg = verr.Error()
-	}
-	return k, corruptf("%s: the batch at position %d (offset %d): %s", seg.LogKey(), idx[k].pos, idx[k].offset, msg)
+	return len(idx), nil
 }
 
 func corruptf(format string, args ...any) error {
