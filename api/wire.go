@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Public API v1 shapes, shared by the gateway, the CLI and tests. openapi.yaml
 // describes the same shapes; a test keeps the two in step.
@@ -169,6 +172,10 @@ type FetchResponse struct {
 	Records       []FetchedRecord `json:"records"`
 	NextOffset    int64           `json:"next_offset"`
 	HighWatermark int64           `json:"high_watermark"`
+	// Throttle is X-Sluice-Throttle-Ms of the answer, not part of its
+	// body: how long to pause before the next fetch because this one left
+	// the caller's quota in debt.
+	Throttle time.Duration `json:"-"`
 }
 
 // Credit is what a WebSocket consumer sends to be allowed more records.

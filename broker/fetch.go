@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -162,13 +163,14 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	h.Set(api.HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(res.LogStart, 10))
 	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
+	if replica == 0 && res.Size > 0 {
+		b.traffic.fetched(offset, res.NextOffset, res.Size)
+		b.chargeFetch(r, res.Size)
+		b.markDebt(h, r, quota.Fetch, quota.Request)
+	}
 	w.WriteHeader(http.StatusOK)
 	if res.Size == 0 {
 		return
-	}
-	if replica == 0 {
-		b.traffic.fetched(offset, res.NextOffset, res.Size)
-		b.chargeFetch(r, res.Size)
 	}
 	if _, err := res.File.Seek(res.Position, io.SeekStart); err != nil {
 		return // headers are out; the short body tells the client
@@ -223,9 +225,10 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(pos.LogStartOffset, 10))
 	size := data.Len()
 	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	w.WriteHeader(http.StatusOK)
 	b.traffic.fetched(offset, next, size)
 	b.chargeFetch(r, size)
+	b.markDebt(h, r, quota.Fetch, quota.Request)
+	w.WriteHeader(http.StatusOK)
 	for _, piece := range data { // views of the cached chunks, not a joined copy
 		if _, err := w.Write(piece); err != nil {
 			return

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,24 @@ func (b *Broker) admitFetch(r *http.Request) error {
 func (b *Broker) chargeFetch(r *http.Request, n int64) {
 	if p, c, ok := quotaCaller(r); ok && n > 0 {
 		b.quotas.enforcer.Charge(p, c, quota.Fetch, n)
+	}
+}
+
+// markDebt sets X-Sluice-Throttle-Ms on a successful answer whose request
+// left one of the caller's quotas of kinds in debt: the longest wait before
+// it is admitted again. The answer is given in full; the client learns to
+// pause before its next request, which would be refused until then.
+func (b *Broker) markDebt(h http.Header, r *http.Request, kinds ...quota.Kind) {
+	p, c, ok := quotaCaller(r)
+	if !ok {
+		return
+	}
+	var d time.Duration
+	for _, k := range kinds {
+		d = max(d, b.quotas.enforcer.Debt(p, c, k))
+	}
+	if d > 0 {
+		h.Set(api.HeaderThrottleMs, strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/quota"
 )
 
 // Bounds on fetch parameters.
@@ -134,6 +135,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.traffic.produced(res.BaseOffset, res.LastOffset, len(body))
+	b.markDebt(w.Header(), r, quota.Produce, quota.Request)
 	writeJSON(w, http.StatusOK, res)
 }
 

@@ -3,6 +3,8 @@
 // call it. Record data crosses it as raw RecordBatch v2 bytes.
 package brokerapi
 
+import "time"
+
 // Routes of the internal API. {topic} and {partition} are path parameters.
 const (
 	PathProduce          = "/internal/v1/partitions/{topic}/{partition}/produce"
@@ -24,6 +26,10 @@ type ProduceResult struct {
 	BaseOffset    int64 `json:"base_offset"`
 	LastOffset    int64 `json:"last_offset"`
 	HighWatermark int64 `json:"high_watermark"`
+	// Throttle is how long the caller should pause before its next
+	// produce: the request left its produce or request quota in debt
+	// (X-Sluice-Throttle-Ms on the answer; 0: it did not).
+	Throttle time.Duration `json:"-"`
 }
 
 // EpochEndResult answers OffsetsForLeaderEpoch (KIP-101): the largest epoch

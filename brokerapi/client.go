@@ -155,11 +155,21 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 }
 
 func (c *Client) doJSON(req *http.Request, out any) error {
+	_, err := c.doJSONHeader(req, out)
+	return err
+}
+
+// doJSONHeader is doJSON that also returns the answer's headers.
+func (c *Client) doJSONHeader(req *http.Request, out any) (http.Header, error) {
 	resp, err := c.do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	return resp.Header, decodeJSONBody(req, resp, out)
+}
+
+func decodeJSONBody(req *http.Request, resp *http.Response, out any) error {
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
@@ -191,7 +201,10 @@ func (c *Client) Produce(ctx context.Context, addr, topic string, partition int3
 		req.Header.Set(api.HeaderLeaderEpoch, strconv.Itoa(int(leaderEpoch)))
 	}
 	var res ProduceResult
-	err = c.doJSON(req, &res)
+	h, err := c.doJSONHeader(req, &res)
+	if err == nil {
+		res.Throttle = api.ThrottleOf(h)
+	}
 	return res, err
 }
 
@@ -218,6 +231,9 @@ type FetchResponse struct {
 	NextOffset     int64
 	HighWatermark  int64
 	LogStartOffset int64
+	// Throttle is how long the caller should pause before its next fetch:
+	// the answer left its fetch or request quota in debt (0: it did not).
+	Throttle time.Duration
 }
 
 // Fetch reads raw batches. The caller relays or decodes Body and closes it.
@@ -280,6 +296,7 @@ func fetchAnswer(addr string, resp *http.Response) (*FetchResponse, error) {
 	fr.NextOffset = parse(api.HeaderNextOffset)
 	fr.HighWatermark = parse(api.HeaderHighWatermark)
 	fr.LogStartOffset = parse(api.HeaderLogStartOffset)
+	fr.Throttle = api.ThrottleOf(resp.Header)
 	if perr != nil || fr.Size < 0 {
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: bad fetch answer: %v", addr, perr)
 	}

@@ -246,7 +246,8 @@ func (c *coalescer) flush(key sendKey, group []*queuedBatch) {
 		if err != nil {
 			qb.err = err
 		} else {
-			qb.res = brokerapi.ProduceResult{BaseOffset: base, LastOffset: base + qb.records - 1, HighWatermark: sent.HighWatermark}
+			qb.res = brokerapi.ProduceResult{BaseOffset: base, LastOffset: base + qb.records - 1, HighWatermark: sent.HighWatermark,
+				Throttle: sent.Throttle} // one principal and client id per send: its debt is each request's
 			base += qb.records
 		}
 		close(qb.done)

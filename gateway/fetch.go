@@ -108,8 +108,11 @@ const maxEmptyReads = 64
 // are read past, so an answer without records means the reader is at the
 // HW (or waited max_wait there), not that a gap stopped it.
 func (g *Gateway) fetchRecords(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
+	var debt time.Duration
 	for i := 0; ; i++ {
 		res, err := g.fetchRecordsOnce(ctx, fp, offset)
+		debt = max(debt, res.Throttle)
+		res.Throttle = debt
 		if err != nil || len(res.Records) > 0 || res.NextOffset <= offset || res.NextOffset >= res.HighWatermark || i == maxEmptyReads {
 			return res, err
 		}
@@ -130,7 +133,9 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 	if _, err := io.ReadFull(fr.Body, raw); err != nil {
 		return res, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
 	}
-	return renderFetched(fp, offset, raw, fr.NextOffset, fr.HighWatermark)
+	res, err = renderFetched(fp, offset, raw, fr.NextOffset, fr.HighWatermark)
+	res.Throttle = fr.Throttle
+	return res, err
 }
 
 // renderFetched decodes the raw batches a fetch at offset returned (with
@@ -263,6 +268,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	setDebt(w.Header(), res.Throttle)
 	bp := getBuf(0)
 	*bp = renderFetchResponse(*bp, &res)
 	g.writeRenderedWithin(w, http.StatusOK, bp, nil)
@@ -302,6 +308,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	h.Set(api.HeaderNextOffset, strconv.FormatInt(max(fr.NextOffset, offset), 10))
 	h.Set(api.HeaderHighWatermark, strconv.FormatInt(fr.HighWatermark, 10))
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(fr.LogStartOffset, 10))
+	setDebt(h, fr.Throttle)
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, fr.Body) // Body is Size bytes; its WriteTo splices
 }

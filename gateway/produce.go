@@ -315,6 +315,11 @@ func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, par
 	}
 	g.metrics.produceRequests.WithLabelValues("ok").Inc()
 	g.metrics.producedRecords.Add(float64(len(recs)))
+	var debt time.Duration
+	for _, res := range results {
+		debt = max(debt, res.Throttle)
+	}
+	setDebt(w.Header(), debt)
 	writeOffsets(w, resp.Offsets)
 }
 

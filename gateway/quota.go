@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +22,18 @@ import (
 // client id, answers a broker's THROTTLED as it came (429 with Retry-After
 // and X-Sluice-Throttle-Ms, nothing retried on the caller's behalf), slows
 // WebSocket streams down instead of closing them, and serves the quota
-// config under /v1/quotas.
+// config under /v1/quotas. A successful answer whose request left the
+// caller's quota in debt carries the broker's X-Sluice-Throttle-Ms on
+// (setDebt), as Kafka's throttle_time_ms, so a client can pause before it
+// is refused.
+
+// setDebt sets X-Sluice-Throttle-Ms on a successful answer (not
+// Retry-After: nothing is to be retried) when d > 0.
+func setDebt(h http.Header, d time.Duration) {
+	if d > 0 {
+		h.Set(api.HeaderThrottleMs, strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10))
+	}
+}
 
 // withClientID puts the caller's client id (X-Client-Id, or on the
 // WebSocket routes the query parameter client_id, as browsers cannot send

@@ -471,3 +471,75 @@ func TestGroupWebSocketThrottledSlowsDown(t *testing.T) {
 		t.Fatalf("after every record the stream gave %s, %v; want it open and silent", b, err)
 	}
 }
+
+// debtMs reads X-Sluice-Throttle-Ms of a successful answer (0 when absent).
+func debtMs(t *testing.T, h http.Header) int64 {
+	t.Helper()
+	v := h.Get(api.HeaderThrottleMs)
+	if v == "" {
+		return 0
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 || ms > 60_000 {
+		t.Fatalf("%s = %q on a success, want a throttle time in ms", api.HeaderThrottleMs, v)
+	}
+	if h.Get("Retry-After") != "" {
+		t.Fatalf("a success carries Retry-After %q; nothing is to be retried", h.Get("Retry-After"))
+	}
+	return ms
+}
+
+// TestQuotaDebtReportedOnSuccess: a produce or fetch that is admitted and
+// overdraws its quota is answered in full with X-Sluice-Throttle-Ms, as
+// Kafka's throttle_time_ms, and the next request within that time is the
+// one refused. Requests that leave no debt, and callers without a quota,
+// get no such header.
+func TestQuotaDebtReportedOnSuccess(t *testing.T) {
+	c := startQuotaCluster(t)
+	if status, h, b := send(t, c.URL, c.alice, "", "POST", "/v1/topics/q/records", recordsBody(1, 100)); status != 200 || debtMs(t, h) != 0 {
+		t.Fatalf("a produce without a quota: %d, throttle %q: %s", status, h.Get(api.HeaderThrottleMs), b)
+	}
+	mustStatus(t, c.URL, bootstrapToken, "PUT", "/v1/quotas", api.Quota{Principal: "User:alice", ProducerByteRate: 4000, ConsumerByteRate: 10_000}, http.StatusOK)
+
+	// 20 kB against 4000 B/s with a second of burst: about 4 s of debt,
+	// once the broker's watch has the quota.
+	big := recordsBody(1, 20_000)
+	var debt int64
+	testwait.For(t, 10*time.Second, "a produce that overdraws reports its debt", func() bool {
+		status, h, b := send(t, c.URL, c.alice, "", "POST", "/v1/topics/q/records", big)
+		if status != 200 {
+			t.Fatalf("a produce admitted with a full bucket: %d %s", status, b)
+		}
+		debt = debtMs(t, h)
+		return debt > 0
+	})
+	if debt < 2000 || debt > 6000 {
+		t.Errorf("20 kB over a 4000 B/s quota reported %d ms of debt, want about 4000", debt)
+	}
+	status, h, b := send(t, c.URL, c.alice, "", "POST", "/v1/topics/q/records", recordsBody(1, 10))
+	if wait := checkThrottled(t, status, h, b); wait.Milliseconds() < debt-1000 {
+		t.Errorf("refused with Retry-After %v after a reported debt of %d ms", wait, debt)
+	}
+	if status, h, b := send(t, c.URL, bootstrapToken, "", "POST", "/v1/topics/q/records", big); status != 200 || debtMs(t, h) != 0 {
+		t.Fatalf("the admin's produce: %d, throttle %q: %s", status, h.Get(api.HeaderThrottleMs), b)
+	}
+
+	// The partition holds over 40 kB: one fetch of it all overdraws
+	// 10,000 B/s. The JSON and the raw route report the debt alike.
+	const records, batches = "/v1/topics/q/partitions/0/records?offset=0&max_bytes=1000000", "/v1/topics/q/partitions/0/batches?offset=0&max_bytes=1000000"
+	testwait.For(t, 10*time.Second, "a JSON fetch that overdraws reports its debt", func() bool {
+		status, h, b := send(t, c.URL, c.alice, "", "GET", records, nil)
+		if status != 200 {
+			t.Fatalf("a fetch admitted with a full bucket: %d %s", status, b)
+		}
+		debt = debtMs(t, h)
+		return debt > 0
+	})
+	status, h, b = send(t, c.URL, c.alice, "", "GET", batches, nil)
+	wait := checkThrottled(t, status, h, b)
+	time.Sleep(wait)
+	status, h, b = send(t, c.URL, c.alice, "", "GET", batches, nil)
+	if status != 200 || debtMs(t, h) == 0 || len(b) < 40_000 {
+		t.Fatalf("a raw fetch after Retry-After: %d, throttle %q, %d bytes", status, h.Get(api.HeaderThrottleMs), len(b))
+	}
+}

@@ -108,6 +108,28 @@ func (e *Enforcer) Charge(principal, clientID string, k Kind, n int64) {
 	e.mu.Unlock()
 }
 
+// Debt is how long the caller must wait at now before its next request of
+// kind is admitted, taking nothing: above 0 only when a request it was
+// admitted for left that quota in debt. A successful answer carries it
+// (Kafka's throttle_time_ms), so a client can pause before its next request
+// instead of being refused.
+func (e *Enforcer) Debt(principal, clientID string, k Kind) time.Duration {
+	rate, key := e.config().Resolve(principal, clientID, k)
+	if rate == 0 {
+		return 0
+	}
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, ok := e.buckets[k][key]
+	if !ok {
+		if b, ok = e.buckets[k][overflowKey]; !ok {
+			return 0
+		}
+	}
+	return b.Throttle(now, rate)
+}
+
 // bucketLocked finds or makes the bucket of key, within MaxBuckets.
 func (e *Enforcer) bucketLocked(k Kind, key Entity, now time.Time, rate float64) *Bucket {
 	m := e.buckets[k]

@@ -23,6 +23,15 @@ func TestEnforcer(t *testing.T) {
 	if d := e.Admit("User:bob", "", Produce, 5000); d != 0 {
 		t.Fatalf("bob's first produce throttled %v", d)
 	}
+	if d := e.Debt("User:bob", "", Produce); d != 4*time.Second {
+		t.Fatalf("bob's debt after 5000 bytes at 1000/s: %v, want 4s", d)
+	}
+	if d := e.Debt("User:carol", "", Produce); d != 0 {
+		t.Fatalf("carol, who sent nothing, is in debt: %v", d)
+	}
+	if d := e.Debt("User:bob", "", Fetch); d != 0 {
+		t.Fatalf("bob, who has no fetch quota, is in debt: %v", d)
+	}
 	if d := e.Admit("User:bob", "x", Produce, 1); d != 4*time.Second {
 		t.Fatalf("bob in debt: throttle %v, want 4s", d)
 	}
@@ -51,6 +60,9 @@ func TestEnforcer(t *testing.T) {
 		t.Fatal(d)
 	}
 	clk.t = clk.t.Add(4 * time.Second)
+	if d := e.Debt("User:bob", "", Produce); d != 0 {
+		t.Fatalf("bob's debt after his throttle time: %v", d)
+	}
 	if d := e.Admit("User:bob", "", Produce, 1); d != 0 {
 		t.Fatalf("bob after his throttle time: %v", d)
 	}
