@@ -33,12 +33,12 @@ type AuthOptions struct {
 	BootstrapPrincipal string
 }
 
-func (o *AuthOptions) validate(secret []byte) error {
+func (o *AuthOptions) validate(verifiesNodes bool) error {
 	if !o.Required {
 		return nil
 	}
-	if len(secret) == 0 {
-		return errors.New("broker: Auth.Required needs a ClusterSecret: without one anyone who reaches the internal port could name any principal")
+	if !verifiesNodes {
+		return errors.New("broker: Auth.Required needs a ClusterSecret or TLS with a client CA (TLS.ClientCAFile) whose certificates name the nodes: without either anyone who reaches the internal port could name any principal")
 	}
 	if o.BootstrapPrincipal == "" {
 		o.BootstrapPrincipal = "User:admin"

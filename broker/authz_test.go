@@ -15,8 +15,10 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/internal/testcerts"
 	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/internal/tlsfiles"
 )
 
 const adminToken = "slc_0123456789abcdef_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -268,11 +270,25 @@ func TestPrincipalReplay(t *testing.T) {
 }
 
 // TestBrokerAuthNeedsSecret: a broker that would check ACLs without a
-// cluster secret, where anyone could name any principal, does not start.
+// cluster secret or node certificates, where anyone could name any
+// principal, does not start; with client certificates of a cluster CA,
+// which name the nodes, it does.
 func TestBrokerAuthNeedsSecret(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	_, err := broker.New(broker.Options{ID: 9, DataDir: t.TempDir(), Coord: c.Store.Session(), Auth: broker.AuthOptions{Required: true}})
 	if err == nil || !strings.Contains(err.Error(), "ClusterSecret") {
 		t.Fatalf("New without a secret: %v", err)
 	}
+	ca := testcerts.NewCA(t, "cluster CA")
+	cert, key := ca.Issue(t, brokerapi.BrokerNode(9), testcerts.Server|testcerts.Client)
+	tlsOpts := &tlsfiles.Options{CertFile: cert, KeyFile: key}
+	if _, err := broker.New(broker.Options{ID: 9, DataDir: t.TempDir(), Coord: c.Store.Session(), TLS: tlsOpts, Auth: broker.AuthOptions{Required: true}}); err == nil {
+		t.Fatal("New with TLS but no client CA: started")
+	}
+	tlsOpts.ClientCAFile = ca.File
+	b, err := broker.New(broker.Options{ID: 9, DataDir: t.TempDir(), Coord: c.Store.Session(), TLS: tlsOpts, Auth: broker.AuthOptions{Required: true}})
+	if err != nil {
+		t.Fatalf("New with node certificates: %v", err)
+	}
+	_ = b.Close()
 }

@@ -114,7 +114,9 @@ type Options struct {
 	// cluster: this broker signs its calls with it and refuses internal
 	// requests not signed with it, and a replication fetch must come from
 	// the broker it names. Default none: the internal API is open to
-	// whoever reaches it.
+	// whoever reaches it, unless TLS has a client CA, whose verified
+	// certificates then name the calling nodes by their common name
+	// (broker:<id>, gateway) for the same checks.
 	ClusterSecret []byte
 	// Auth checks the ACLs again for the principal a gateway names (see
 	// AuthOptions). Default: off.
@@ -172,7 +174,7 @@ func (o *Options) validate() error {
 	if o.LeaderRebalanceInterval == 0 {
 		o.LeaderRebalanceInterval = 10 * time.Second
 	}
-	return o.Auth.validate(o.ClusterSecret)
+	return o.Auth.validate(len(o.ClusterSecret) > 0 || nodeCerts(o.TLS))
 }
 
 // Broker is one broker node.

@@ -16,10 +16,12 @@ import (
 //   - a broker calls as itself, "Node:broker:<id>", unless it names a
 //     principal;
 //   - node principals ("Node:…") are super users: a node holds the cluster
-//     secret, so it could sign any principal anyway.
+//     secret or a node certificate, so it could name any principal anyway.
 //
-// Without a cluster secret nothing is verified: the header is taken as sent,
-// as is everything else on such a cluster.
+// With node certificates instead of a secret, the node is the one the
+// verified client certificate names, and a caller whose certificate names
+// no node may not send the header. With neither nothing is verified: the
+// header is taken as sent, as is everything else on such a cluster.
 
 type principalKey struct{}
 
@@ -31,8 +33,9 @@ func callerPrincipal(ctx context.Context) string {
 	return auth.Anonymous
 }
 
-// requestPrincipal derives the principal of a request signed by node ("" on
-// a cluster without a secret).
+// requestPrincipal derives the principal of a request from node, the
+// verified calling node ("" when it is none or the broker does not
+// identify nodes).
 func requestPrincipal(r *http.Request, node string) (string, *api.Error) {
 	p := r.Header.Get(brokerapi.HeaderPrincipal)
 	switch {

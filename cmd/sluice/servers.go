@@ -139,12 +139,12 @@ func runBroker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if authOpts.Required && secret == nil {
-		return errors.New("--auth required needs the cluster secret (--cluster-secret-file or SLUICE_CLUSTER_SECRET): without it anyone who reaches the broker's port could name any principal")
-	}
 	serverTLS, peerTLS, err := tlsf.options()
 	if err != nil {
 		return err
+	}
+	if authOpts.Required && secret == nil && (serverTLS == nil || serverTLS.ClientCAFile == "") {
+		return errors.New("--auth required needs the cluster secret (--cluster-secret-file or SLUICE_CLUSTER_SECRET) or --tls-client-ca with node certificates (common name gateway or broker:<id>): without either anyone who reaches the broker's port could name any principal")
 	}
 	if *id <= 0 {
 		return fmt.Errorf("--id must be a positive integer")

@@ -20,7 +20,7 @@ func addBrokerTLSFlags(fs *flag.FlagSet) *brokerTLSFlags {
 	return &brokerTLSFlags{
 		cert:     fs.String("tls-cert", envOr("SLUICE_TLS_CERT", ""), "PEM certificate (chain) of the internal API: it is then served over TLS only and registered as https://; reloaded when it changes. It is also shown to other brokers that ask for a client certificate (env SLUICE_TLS_CERT)"),
 		key:      fs.String("tls-key", envOr("SLUICE_TLS_KEY", ""), "PEM key of --tls-cert (env SLUICE_TLS_KEY)"),
-		clientCA: fs.String("tls-client-ca", envOr("SLUICE_TLS_CLIENT_CA", ""), "PEM CAs: callers (other brokers, gateways, sluice drain) must show a client certificate one of them signed, or the handshake fails (env SLUICE_TLS_CLIENT_CA)"),
+		clientCA: fs.String("tls-client-ca", envOr("SLUICE_TLS_CLIENT_CA", ""), "PEM CAs: callers (other brokers, gateways, sluice drain) must show a client certificate one of them signed, or the handshake fails; without a cluster secret its common name names the calling node: broker:<id> or gateway (env SLUICE_TLS_CLIENT_CA)"),
 		cluster:  clusterTLSFlags{ca: fs.String("cluster-ca", envOr("SLUICE_CLUSTER_CA", ""), "PEM CAs that sign the other brokers' certificates, for this broker's calls to them (env SLUICE_CLUSTER_CA)")},
 	}
 }

@@ -87,8 +87,9 @@ type Options struct {
 	ZKUser, ZKPassword string
 	// TLS, when set, serves every broker's internal API over TLS only and
 	// requires client certificates: a cluster CA (Cluster.CA) signs each
-	// broker's certificate (server and client) and the gateways' client
-	// certificate, and every node calls brokers with it (--tls-cert,
+	// broker's certificate (server and client, common name broker:<id>)
+	// and the gateways' client certificate (common name gateway), which
+	// name the nodes to the brokers, and every node calls brokers with it (--tls-cert,
 	// --tls-key, --tls-client-ca, --cluster-ca; --cluster-cert and
 	// --cluster-key on gateways). Default false: plain HTTP.
 	TLS bool
@@ -336,7 +337,8 @@ func (c *Cluster) setUpTLS() func(id int32) []string {
 	}
 	c.http.Transport = &http.Transport{TLSClientConfig: cfg}
 	return func(id int32) []string {
-		cert, key := c.CA.Issue(c.T, fmt.Sprintf("broker-%d", id), testcerts.Server|testcerts.Client)
+		// The common name is the node name: brokers identify their callers by it.
+		cert, key := c.CA.Issue(c.T, brokerapi.BrokerNode(id), testcerts.Server|testcerts.Client)
 		return []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", c.CA.File, "--cluster-ca", c.CA.File}
 	}
 }

@@ -23,6 +23,8 @@ import (
 // read it all back through the gateway and the replicas agree; and a broker's
 // port refuses plain HTTP, a client that does not trust the cluster CA, a
 // client without a certificate and one whose certificate another CA signed.
+// The certificates name the nodes, and the brokers go by them
+// (checkNodeCertificates).
 func TestBrokerTLS(t *testing.T) {
 	c := Start(t, Options{TLS: true})
 	for _, id := range c.BrokerIDs() {
@@ -97,6 +99,8 @@ func TestBrokerTLS(t *testing.T) {
 		}
 	}
 
+	checkNodeCertificates(t, c)
+
 	// sluice drain calls a broker over TLS with the cluster's flags, and
 	// fails without a client certificate.
 	if out, err := exec.Command(Binary(t), "drain", "--broker", b.URL, "--timeout", "20s", "--cluster-ca", c.CA.File).CombinedOutput(); err == nil {
@@ -109,5 +113,83 @@ func TestBrokerTLS(t *testing.T) {
 	}
 	if reg, ok := zkRegistration(c, 1); !ok || !reg.ShuttingDown {
 		t.Errorf("after sluice drain over TLS, b1's registration is %+v (present %v); want shutting down", reg, ok)
+	}
+}
+
+// checkNodeCertificates calls the leader of partition 0 straight on its
+// internal port with certificates of the cluster CA that name other things
+// than the caller is allowed to be: with no cluster secret, the verified
+// certificate's common name is the only proof of which node calls. A
+// replication fetch for a follower from any certificate but that
+// follower's is refused (a forged position would move the HW), and only a
+// node may name the principal a request acts for.
+func checkNodeCertificates(t *testing.T, c *Cluster) {
+	t.Helper()
+	st := zkState(c, 0)
+	var follower int32
+	for _, id := range st.ISR {
+		if id != st.Leader {
+			follower = id
+		}
+	}
+	if follower == 0 {
+		t.Fatalf("partition 0 has no follower in its ISR: %+v", st)
+	}
+	leader := c.Broker(st.Leader)
+	as := func(cn string) *brokerapi.Client {
+		cert, key := c.CA.Issue(t, cn, testcerts.Client)
+		cfg, err := tlsfiles.ClientOptions{CAFile: c.CA.File, CertFile: cert, KeyFile: key}.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc := brokerapi.NewClient()
+		bc.UseTLS(cfg)
+		t.Cleanup(bc.Close)
+		return bc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var other string // another broker's node name
+	for _, id := range c.BrokerIDs() {
+		if id != follower {
+			other = brokerapi.BrokerNode(id)
+			break
+		}
+	}
+	for _, cn := range []string{other, brokerapi.NodeGateway, "alice"} {
+		fr, err := as(cn).Fetch(ctx, leader.URL, topic, 0, brokerapi.FetchParams{Offset: 0, ReplicaID: follower, LeaderEpoch: -1})
+		if err == nil {
+			fr.Body.Close()
+		}
+		if e := api.Classify(err); err == nil || e.Code != api.CodeNotAuthorized {
+			t.Errorf("a replication fetch for broker %d with a certificate for %q: %v, want NOT_AUTHORIZED", follower, cn, err)
+		}
+	}
+	// Naming a principal: a node may, anyone else may not.
+	status := func(cn string) int {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, leader.URL+strings.Replace(brokerapi.PathTopicStatus, "{topic}", topic, 1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(brokerapi.HeaderPrincipal, "User:admin")
+		cert, key := c.CA.Issue(t, cn, testcerts.Client)
+		cfg, err := tlsfiles.ClientOptions{CAFile: c.CA.File, CertFile: cert, KeyFile: key}.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+		defer hc.CloseIdleConnections()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("alice"); got != http.StatusUnauthorized {
+		t.Errorf("a principal named by a certificate for alice: %d, want 401", got)
+	}
+	if got := status(brokerapi.NodeGateway); got != http.StatusOK {
+		t.Errorf("a principal named by the gateway's certificate: %d, want 200", got)
 	}
 }
