@@ -15,7 +15,7 @@ import (
 type nodeKey struct{}
 
 // callerNode is the verified node name of an internal request ("" when the
-// cluster has no secret).
+// broker identifies no nodes, or the caller is not one).
 func callerNode(ctx context.Context) string {
 	n, _ := ctx.Value(nodeKey{}).(string)
 	return n
