@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/gogroup"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/tier"
@@ -209,8 +210,10 @@ type Broker struct {
 	shuttingDown atomic.Bool
 	runCtx       context.Context // ends when Close begins
 	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
+
+	goroutines gogroup.Group // what goFunc started; Close waits for it, after which goFunc starts nothing
+
+	closeOnce sync.Once
 }
 
 // New opens the broker's data directory and listener. Start makes it serve.
@@ -394,13 +397,13 @@ func (b *Broker) Start(ctx context.Context) error {
 	return nil
 }
 
-// goFunc starts a goroutine the broker owns and waits for in Close.
-func (b *Broker) goFunc(f func()) {
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
+// goFunc starts a goroutine the broker owns and waits for in Close. Once
+// Close has begun to wait it starts nothing and reports false: the broker
+// is stopping, and what f would do is either moot or redone at the next
+// start (a resignation, a deleted topic's object sweep, a loop's restart
+// after a panic).
+func (b *Broker) goFunc(f func()) bool {
+	return b.goroutines.Go(f)
 }
 
 // registerLoop keeps /brokers/ids/{id} present: it creates it, then re-creates it
@@ -566,7 +569,8 @@ func (b *Broker) Close() error {
 			b.authStore.Close()
 		}
 		b.quotas.store.Close()
-		b.wg.Wait()
+		b.goroutines.Close() // from here goFunc starts nothing
+
 		if b.cold != nil {
 			b.cold.Close()
 		}

@@ -269,15 +269,22 @@ func (m *manager) fenced() bool {
 
 // closeAll closes every partition's log (flushing it and marking it clean).
 func (m *manager) closeAll() error {
+	// Empty the map under the lock, then stop and close outside it:
+	// stopRole waits for a follower run and Close fsyncs, and mu is never
+	// held while calling into a partition.
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var errs []error
+	parts := make([]*Partition, 0, len(m.parts))
 	for tp, p := range m.parts {
+		parts = append(parts, p)
+		delete(m.parts, tp)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
 		p.stopRole()
 		if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}
-		delete(m.parts, tp)
 	}
 	return errors.Join(errs...)
 }

@@ -50,7 +50,8 @@ type partitionDeps struct {
 	// alive reports whether a broker is registered.
 	alive func(id int32) bool
 	// resign gives up a leadership this process did not win itself (see
-	// Partition.applyState).
+	// Partition.applyState). It returns at once: the hand-back runs on a
+	// goroutine the broker owns.
 	resign func(p *Partition, st api.PartitionState, version int32)
 	// recovering runs f, noting a panic in it (Broker.recovering), and
 	// reports whether it panicked.
@@ -175,7 +176,7 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 			// leadership back so the controller elects an ISR member that
 			// kept everything; this replica rejoins as a follower.
 			p.resignedAt = st.LeaderEpoch
-			go p.deps.resign(p, st, version)
+			p.deps.resign(p, st, version) // starts its own goroutine (goFunc); takes no lock
 			return
 		}
 	}

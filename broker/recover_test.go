@@ -75,7 +75,7 @@ func TestGoLoopRestartsAfterPanic(t *testing.T) {
 		t.Fatal("the loop was not started again after its panic")
 	}
 	cancel()
-	b.wg.Wait()
+	b.goroutines.Close()
 	if runs.Load() != 2 || b.panics["test"] != 1 {
 		t.Fatalf("%d runs, panics %v; want 2 runs and one panic", runs.Load(), b.panics)
 	}

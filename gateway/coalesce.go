@@ -73,9 +73,9 @@ type coalescer struct {
 	// produce sends one body to the partition's leader (Gateway.produceTo
 	// with retriableBeforeWrite).
 	produce func(ctx context.Context, topic string, p int32, acks string, body []byte) (brokerapi.ProduceResult, error)
-	mem     *memBudget      // a coalesced body's copy is taken from it
-	ctx     context.Context // the gateway's: ends at Close
-	wg      *sync.WaitGroup // the gateway's: Close waits for the send goroutines
+	mem     *memBudget        // a coalesced body's copy is taken from it
+	ctx     context.Context   // the gateway's: ends at Close
+	goFunc  func(func()) bool // the gateway's: Close waits for the send goroutines
 	sends   prometheus.Counter
 	batches prometheus.Counter
 
@@ -88,7 +88,7 @@ func newCoalescer(g *Gateway) *coalescer {
 		produce: func(ctx context.Context, topic string, p int32, acks string, body []byte) (brokerapi.ProduceResult, error) {
 			return g.produceTo(ctx, topic, p, acks, body, retriableBeforeWrite)
 		},
-		mem: g.mem, ctx: g.ctx, wg: &g.wg, sends: g.metrics.produceSends, batches: g.metrics.produceSendBatches,
+		mem: g.mem, ctx: g.ctx, goFunc: g.goFunc, sends: g.metrics.produceSends, batches: g.metrics.produceSendBatches,
 		queues: map[sendKey]*sendQueue{},
 	}
 }
@@ -153,9 +153,7 @@ func (c *coalescer) release(key sendKey, q *sendQueue) {
 		return
 	}
 	c.mu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	drain := func() {
 		for group != nil {
 			c.flush(key, group)
 			c.mu.Lock()
@@ -168,7 +166,10 @@ func (c *coalescer) release(key sendKey, q *sendQueue) {
 			}
 			c.mu.Unlock()
 		}
-	}()
+	}
+	if !c.goFunc(drain) {
+		drain() // the gateway is closing: its context has ended, so the sends fail fast and their requests get an answer
+	}
 }
 
 // takeLocked removes the batches that go in the next send from q.

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/internal/gogroup"
 )
 
 // fakeLeader is a partition leader for the coalescer: it appends each
@@ -62,10 +63,10 @@ func (f *fakeLeader) produce(ctx context.Context, topic string, p int32, acks st
 	return brokerapi.ProduceResult{BaseOffset: base, LastOffset: base + n - 1, HighWatermark: f.next}, nil
 }
 
-func testCoalescer(f *fakeLeader, budget int64) (*coalescer, *sync.WaitGroup) {
-	wg := &sync.WaitGroup{}
+func testCoalescer(f *fakeLeader, budget int64) (*coalescer, *gogroup.Group) {
+	wg := &gogroup.Group{}
 	return &coalescer{
-		produce: f.produce, mem: &memBudget{limit: budget}, ctx: context.Background(), wg: wg,
+		produce: f.produce, mem: &memBudget{limit: budget}, ctx: context.Background(), goFunc: wg.Go,
 		sends:   prometheus.NewCounter(prometheus.CounterOpts{Name: "s"}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 		queues:  map[sendKey]*sendQueue{},
@@ -157,7 +158,7 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 		}
 		got[o.res.BaseOffset], got[o.res.LastOffset] = want, want
 	}
-	wg.Wait()
+	wg.Close()
 	// What the leader wrote at each offset is what the request given that
 	// offset sent.
 	var off int64
@@ -214,7 +215,7 @@ func TestCoalescedSendRefusedWholeIsRetriedAlone(t *testing.T) {
 			t.Fatalf("the bad request got %v", o.err)
 		}
 	}
-	wg.Wait()
+	wg.Close()
 	if f.next != 2*(maxSendsInFlight+3) {
 		t.Fatalf("the leader holds %d records, want %d", f.next, 2*(maxSendsInFlight+3))
 	}
@@ -239,7 +240,7 @@ func TestQueuedRequestThatGivesUpIsNotSent(t *testing.T) {
 	for _, out := range outs[:maxSendsInFlight] {
 		<-out
 	}
-	wg.Wait()
+	wg.Close()
 	for _, body := range f.bodies {
 		if bytes.Contains(body, []byte("late")) {
 			t.Fatal("the request that gave up was sent")
@@ -263,7 +264,7 @@ func TestCoalescingWithoutBudgetSendsOneByOne(t *testing.T) {
 			t.Fatalf("request %d: %v", i, o.err)
 		}
 	}
-	wg.Wait()
+	wg.Close()
 	if len(f.bodies) != maxSendsInFlight+3 {
 		t.Fatalf("%d sends, want %d", len(f.bodies), maxSendsInFlight+3)
 	}

@@ -9,11 +9,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/sluice-io/sluice/internal/httpserve"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -23,6 +21,8 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/gogroup"
+	"github.com/sluice-io/sluice/internal/httpserve"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/web"
@@ -106,7 +106,10 @@ type Gateway struct {
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // background sends (acks=0, at most cap(acks0)) and the server
+	// goroutines owns the server and the background work (acks=0 sends,
+	// coalesced sends, shared tail polls); Close waits for it, after which
+	// goFunc starts nothing.
+	goroutines gogroup.Group
 }
 
 // New builds a gateway and opens its listener; Start makes it serve.
@@ -218,14 +221,17 @@ func (g *Gateway) Start() {
 	g.view.Start()
 	g.authStore.Start()
 	g.quotas.Start()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
+	g.goFunc(func() {
 		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("public API stopped", "err", err)
 		}
-	}()
+	})
 }
+
+// goFunc starts a goroutine the gateway owns and waits for in Close. Once
+// Close has begun to wait it starts nothing and reports false; a caller
+// whose work must still happen does it itself.
+func (g *Gateway) goFunc(f func()) bool { return g.goroutines.Go(f) }
 
 // Close stops the gateway. Order: refuse new WebSockets and close the open
 // ones with 1001, stop accepting and let in-flight requests finish (5 s at
@@ -250,7 +256,7 @@ func (g *Gateway) Close() error {
 		g.log.Warn("WebSocket handlers still running after shutdown")
 	}
 	g.cancel()
-	g.wg.Wait()
+	g.goroutines.Close() // from here goFunc starts nothing
 	g.authStore.Close()
 	g.quotas.Close()
 	g.view.Close()

@@ -150,6 +150,13 @@ func (r *reservation) split(n int64) *reservation {
 	return &reservation{b: r.b, n: n}
 }
 
+// join takes back what split handed to o, for work that will not run on
+// its own goroutine after all.
+func (r *reservation) join(o *reservation) {
+	r.n += o.n
+	o.n = 0
+}
+
 // release gives back everything the reservation holds.
 func (r *reservation) release() { r.shrink(r.n) }
 

@@ -221,10 +221,7 @@ func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs
 			continue
 		}
 		bp, own := bs.bufs[j], res.split(bs.held[j])
-		bs.bufs[j] = nil // the goroutine returns it to the pool
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
+		started := g.goFunc(func() {
 			defer g.acks0.release()
 			defer own.release()
 			defer putBuf(bp)
@@ -233,7 +230,14 @@ func (g *Gateway) sendAcks0(ctx context.Context, topic string, parts []int32, bs
 			if _, err := g.produceTo(ctx, topic, p, "1", *bp, retriable); err != nil {
 				g.log.Debug("acks=0 produce failed", "topic", topic, "partition", p, "err", err)
 			}
-		}()
+		})
+		if !started { // the gateway is closing: send it before answering
+			g.acks0.release()
+			res.join(own)
+			inline = append(inline, j)
+			continue
+		}
+		bs.bufs[j] = nil // the goroutine returns it to the pool
 	}
 	if len(inline) == 0 {
 		return

@@ -136,11 +136,9 @@ func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *ta
 		pctx, cancel := context.WithCancel(auth.WithPrincipal(ts.g.ctx, brokerapi.PrincipalGateway))
 		t = &tail{waiters: map[*tailWaiter]struct{}{}, cancel: cancel}
 		ts.m[k] = t
-		ts.g.wg.Add(1)
-		go func() {
-			defer ts.g.wg.Done()
-			ts.poll(pctx, k, t)
-		}()
+		// Refused only once the gateway is closing: every waiter's
+		// stream ends with it, so none waits for a poll that never runs.
+		ts.g.goFunc(func() { ts.poll(pctx, k, t) })
 	}
 	w := &tailWaiter{offset: offset, wake: wake}
 	t.waiters[w] = struct{}{}
