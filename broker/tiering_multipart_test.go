@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/clustertest"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -25,7 +25,7 @@ import (
 // holds exactly what the records say.
 func TestTieredStallMidMultipart(t *testing.T) {
 	cfg := testsvc.S3(t)
-	proxy, err := clustertest.NewProxy("s3", cfg.Endpoint, t.Logf)
+	proxy, err := tcpproxy.New("s3", cfg.Endpoint, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,9 @@
 // A missing service is a failure, never a skip: a test that quietly skips its
 // check against the real thing is a defect. Run the tests through `make test`,
 // or `make services-up` and then `source .services/env` before `go test`.
+// The one exception is the fast lane, `go test -short` (`make test-unit`),
+// which runs without services: there a test that needs one is skipped, and
+// says which. The full lane never runs with -short.
 package testsvc
 
 import (
@@ -41,6 +44,9 @@ const (
 func need(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
+	if v == "" && testing.Short() {
+		t.Skipf("-short: %s is not set (this test needs a real service; the full lane, `make test`, runs it)", name)
+	}
 	if v == "" {
 		t.Fatalf("%s is not set: run the tests through `make test`, which starts the real services", name)
 	}

@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 )
 
 // Idempotent producers of the public API (POST /v1/producers, then produce
@@ -85,7 +86,7 @@ type IdemOptions struct {
 	RequestBound time.Duration
 	// Proxy, if set, is the GatewayProxy URL leads through: each attempt
 	// left without an answer asks it what the dropped answer said.
-	Proxy *Proxy
+	Proxy *tcpproxy.Proxy
 	// OnAttempt, if set, is called by the producer after each attempt,
 	// before it decides what to do next (the producer waits for it).
 	OnAttempt func(r *IdemRequest, a IdemAttempt)

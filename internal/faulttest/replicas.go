@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ type ReplicaLog struct {
 // copy and leaves dir as it was; the broker that owns dir must not be
 // writing to it (stopped, or paused).
 func ReadReplicaDir(dir string) (ReplicaLog, error) {
-	tmp, err := os.MkdirTemp("", "clustertest-replica-")
+	tmp, err := os.MkdirTemp("", "faulttest-replica-")
 	if err != nil {
 		return ReplicaLog{}, err
 	}

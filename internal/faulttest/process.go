@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ var build struct {
 
 // EnvBinary names a prebuilt sluice binary to run instead of building one
 // (a release build, or a known-good build while the tree does not compile).
-const EnvBinary = "SLUICE_CLUSTERTEST_BIN"
+const EnvBinary = "SLUICE_FAULTTEST_BIN"
 
 // Binary builds ./cmd/sluice into a temporary directory, once per test
 // binary, and returns its path (or the one EnvBinary names).
@@ -39,7 +39,7 @@ func Binary(t testing.TB) string {
 			build.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "clustertest-bin-")
+		dir, err := os.MkdirTemp("", "faulttest-bin-")
 		if err != nil {
 			build.err = err
 			return

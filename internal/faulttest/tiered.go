@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -361,7 +362,7 @@ func (c *Cluster) ActiveSegmentBase(id int32, topic string, p int32) int64 {
 
 // waitFired waits for a RequestCut to fire and returns when it did; the
 // test fails if it has not within timeout.
-func waitFired(c *Cluster, rc *RequestCut, timeout time.Duration, what string) time.Time {
+func waitFired(c *Cluster, rc *tcpproxy.RequestCut, timeout time.Duration, what string) time.Time {
 	c.T.Helper()
 	select {
 	case <-rc.Fired:

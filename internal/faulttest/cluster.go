@@ -1,4 +1,4 @@
-// Package clustertest runs a real multi-process Sluice cluster for fault
+// Package faulttest runs a real multi-process Sluice cluster for fault
 // tests: N `sluice broker` processes and one `sluice gateway` (AddGateway
 // starts more) over the shared test ZooKeeper (each cluster under a chroot
 // of its own), with a TCP proxy on every broker→broker link and every
@@ -17,16 +17,16 @@
 // them against the topic and the group's records in __consumer_offsets.
 //
 // One seed drives every random choice of a test; it is printed at the start
-// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_CLUSTERTEST_BIN
+// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_FAULTTEST_BIN
 // runs a prebuilt sluice binary instead of building ./cmd/sluice.
 //
 // Run (ZooKeeper comes from the test services):
 //
 //	make services-up && source .services/env
-//	go test -count=1 -v ./internal/clustertest
+//	go test -count=1 -v ./internal/faulttest
 //
-// or scripts/with-services.sh go test -count=1 ./internal/clustertest.
-package clustertest
+// or scripts/with-services.sh go test -count=1 ./internal/faulttest.
+package faulttest
 
 import (
 	"context"
@@ -50,6 +50,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 	"github.com/sluice-io/sluice/internal/testcerts"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
@@ -97,7 +98,7 @@ type Options struct {
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
 // others, every failed follower fetch).
-const EnvLogLevel = "SLUICE_CLUSTERTEST_LOG_LEVEL"
+const EnvLogLevel = "SLUICE_FAULTTEST_LOG_LEVEL"
 
 func (o *Options) defaults() {
 	if o.Brokers == 0 {
@@ -143,9 +144,9 @@ type Cluster struct {
 	start   time.Time
 	brokers map[int32]*Broker
 	gateway *process
-	more    []*process          // gateways AddGateway started
-	links   map[[2]int32]*Proxy // [from, to]
-	extra   []*Proxy            // other proxies (GatewayProxy), closed with the links
+	more    []*process                   // gateways AddGateway started
+	links   map[[2]int32]*tcpproxy.Proxy // [from, to]
+	extra   []*tcpproxy.Proxy            // other proxies (GatewayProxy), closed with the links
 	http    *http.Client
 	zk      coord.Coordinator // Coord, opened on first use
 	// zkPasswordFile holds Options.ZKPassword for the processes.
@@ -161,11 +162,11 @@ type Broker struct {
 	Addr    string // internal API, as registered (the gateway dials it directly)
 	DataDir string
 	// ZKLink is the proxy between this broker and ZooKeeper.
-	ZKLink *Proxy
+	ZKLink *tcpproxy.Proxy
 	// S3Link is the proxy between this broker and the S3 server (nil
 	// without Options.S3). A broker (re)started while it is cut waits for
 	// the bucket at startup, up to 30 s, and then exits.
-	S3Link *Proxy
+	S3Link *tcpproxy.Proxy
 	// URL is the internal API's base URL: http://Addr, or https://Addr
 	// with Options.TLS.
 	URL  string
@@ -199,12 +200,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 	h.Write([]byte(t.Name()))
 	c := &Cluster{
 		T: t, Seed: seed, Rand: rand.New(rand.NewPCG(seed, h.Sum64())),
-		opts: opts, start: time.Now(), brokers: map[int32]*Broker{}, links: map[[2]int32]*Proxy{},
+		opts: opts, start: time.Now(), brokers: map[int32]*Broker{}, links: map[[2]int32]*tcpproxy.Proxy{},
 		http: &http.Client{Timeout: 15 * time.Second},
 	}
 	c.Logf("seed %d (replay with %s=%d)", seed, EnvSeed, seed)
 	bin := Binary(t)
-	c.ZK = testsvc.ZooKeeper(t) + "/clustertest-" + randomHex(6)
+	c.ZK = testsvc.ZooKeeper(t) + "/faulttest-" + randomHex(6)
 
 	// The data dirs first: cleanups run last-in first-out, so they are
 	// removed only after the processes writing to them are dead.
@@ -229,13 +230,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 			b.URL = "https://" + b.Addr
 		}
 		zkHost, _, _ := strings.Cut(c.ZK, "/")
-		p, err := NewProxy(fmt.Sprintf("b%d→zk", id), zkHost, c.Logf)
+		p, err := tcpproxy.New(fmt.Sprintf("b%d→zk", id), zkHost, c.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b.ZKLink = p
 		if opts.S3 != nil {
-			s3, err := NewProxy(fmt.Sprintf("b%d→s3", id), opts.S3.Endpoint, c.Logf)
+			s3, err := tcpproxy.New(fmt.Sprintf("b%d→s3", id), opts.S3.Endpoint, c.Logf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,14 +245,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.brokers[id] = b
 	}
 	if opts.S3 != nil {
-		c.S3Prefix = "clustertest-" + randomHex(6)
+		c.S3Prefix = "faulttest-" + randomHex(6)
 	}
 	for _, from := range c.BrokerIDs() {
 		for _, to := range c.BrokerIDs() {
 			if from == to {
 				continue
 			}
-			p, err := NewProxy(fmt.Sprintf("b%d→b%d", from, to), c.brokers[to].Addr, c.Logf)
+			p, err := tcpproxy.New(fmt.Sprintf("b%d→b%d", from, to), c.brokers[to].Addr, c.Logf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,9 +390,9 @@ func (c *Cluster) AddGateway() string {
 // GatewayProxy returns a new proxy in front of the gateway, for a client
 // whose link to the gateway a test wants to break (its URL is
 // "http://"+Addr()). It is closed with the cluster's other proxies.
-func (c *Cluster) GatewayProxy(name string) *Proxy {
+func (c *Cluster) GatewayProxy(name string) *tcpproxy.Proxy {
 	c.T.Helper()
-	p, err := NewProxy(name, strings.TrimPrefix(c.URL, "http://"), c.Logf)
+	p, err := tcpproxy.New(name, strings.TrimPrefix(c.URL, "http://"), c.Logf)
 	if err != nil {
 		c.T.Fatal(err)
 	}
@@ -431,7 +432,7 @@ func (c *Cluster) Broker(id int32) *Broker {
 }
 
 // Link is the proxy that carries broker from's calls to broker to.
-func (c *Cluster) Link(from, to int32) *Proxy {
+func (c *Cluster) Link(from, to int32) *tcpproxy.Proxy {
 	p, ok := c.links[[2]int32{from, to}]
 	if !ok {
 		c.T.Fatalf("no link b%d→b%d", from, to)
@@ -645,7 +646,7 @@ func (c *Cluster) reportOnFailure() {
 		return
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "FAILED with seed %d (replay: %s=%d go test -run '^%s$' ./internal/clustertest)\n", c.Seed, EnvSeed, c.Seed, c.T.Name())
+	fmt.Fprintf(&sb, "FAILED with seed %d (replay: %s=%d go test -run '^%s$' ./internal/faulttest)\n", c.Seed, EnvSeed, c.Seed, c.T.Name())
 	procs := []*process{}
 	for _, id := range c.BrokerIDs() {
 		if p := c.brokers[id].proc; p != nil {

@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -231,7 +232,7 @@ func TestTieredStorageFaults(t *testing.T) {
 	// the deposed leader's upload (fault 3) must not be named by a record.
 	for _, f := range []struct {
 		name string
-		cut  *RequestCut
+		cut  *tcpproxy.RequestCut
 	}{{"fault 2 (killed before the commit)", cut2}, {"fault 3 (deposed mid-upload)", cut3}} {
 		key := objectOf(f.cut.Request(), c.S3Prefix)
 		if key == "" {

@@ -1,4 +1,4 @@
-package clustertest
+package faulttest
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 )
 
 // Consumer groups under faults. Every scenario runs members of one group
@@ -541,7 +542,7 @@ const lostMaxRecords = 25
 type lostPolls struct {
 	c      *Cluster
 	gws    []string
-	px     *Proxy
+	px     *tcpproxy.Proxy
 	client *http.Client
 }
 

@@ -1,4 +1,4 @@
-package clustertest
+package tcpproxy
 
 import (
 	"bufio"
@@ -66,7 +66,7 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 func TestProxyCutStallsAndRestoreHeals(t *testing.T) {
-	p, err := NewProxy("test", echoServer(t), t.Logf)
+	p, err := New("test", echoServer(t), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestProxyCutStallsAndRestoreHeals(t *testing.T) {
 }
 
 func TestProxyCutResetCloses(t *testing.T) {
-	p, err := NewProxy("test", echoServer(t), t.Logf)
+	p, err := New("test", echoServer(t), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestProxyCutResetCloses(t *testing.T) {
 }
 
 func TestProxyDropResponses(t *testing.T) {
-	p, err := NewProxy("test", echoServer(t), t.Logf)
+	p, err := New("test", echoServer(t), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestProxyCutOnRequest(t *testing.T) {
 		b, _ := io.ReadAll(c)
 		got <- b
 	}()
-	p, err := NewProxy("test", ln.Addr().String(), t.Logf)
+	p, err := New("test", ln.Addr().String(), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package clustertest
+// Package tcpproxy relays TCP on 127.0.0.1 to one address and breaks the
+// link on demand: a stall or a reset of every connection, lost answers, a
+// cut in the middle of a chosen request. The fault tests put one on every
+// link they want to cut.
+package tcpproxy
 
 import (
 	"bytes"
@@ -129,7 +133,7 @@ func (pp *pipe) close() {
 
 // NewProxy listens on a free loopback port and relays to target until Close.
 // logf (may be nil) receives one line per cut and restore.
-func NewProxy(name, target string, logf func(format string, args ...any)) (*Proxy, error) {
+func New(name, target string, logf func(format string, args ...any)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", name, err)

@@ -1,0 +1,156 @@
+// Command testreport reads `go test -json` on its standard input, keeps the
+// events in a file, prints what plain `go test` would (each package's
+// result line, and the output of the tests that failed), and ends with the
+// slowest packages and tests and a count of passed, failed and skipped
+// tests. `make test` and `make test-unit` pipe their tests through it.
+//
+//	go test -json ./... | go run ./internal/testreport -o test-results.json
+//
+// It exits 0; the test command's own status is what a caller checks
+// (bash's pipefail).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Time    time.Time
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64 // seconds
+	Output  string
+}
+
+// maxHeld bounds the output kept for one running test: a failing test's
+// last lines are the ones that explain it.
+const maxHeld = 1 << 20
+
+type testKey struct{ pkg, test string }
+
+type result struct {
+	key     testKey
+	elapsed float64
+}
+
+type report struct {
+	out      io.Writer
+	held     map[testKey][]byte // output of tests still running
+	packages []result
+	tests    []result // top-level tests
+	counts   map[string]int
+	skipped  []testKey
+}
+
+func main() {
+	file := flag.String("o", "", "write the events, as read, to this file")
+	top := flag.Int("top", 10, "how many of the slowest packages and tests to list")
+	flag.Parse()
+	var keep io.Writer = io.Discard
+	if *file != "" {
+		f, err := os.Create(*file)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		bw := bufio.NewWriter(f)
+		defer bw.Flush()
+		keep = bw
+	}
+	r := &report{out: os.Stdout, held: map[testKey][]byte{}, counts: map[string]int{}}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		_, _ = keep.Write(line)
+		_, _ = keep.Write([]byte{'\n'})
+		var ev event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			fmt.Fprintf(r.out, "%s\n", line) // not an event: a build error, say
+			continue
+		}
+		r.add(ev)
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport: reading the events:", err)
+	}
+	r.summary(*top, *file)
+}
+
+func (r *report) add(ev event) {
+	if ev.Test == "" {
+		switch ev.Action {
+		case "output", "build-output":
+			fmt.Fprint(r.out, ev.Output)
+		case "pass", "fail":
+			r.packages = append(r.packages, result{key: testKey{pkg: ev.Package}, elapsed: ev.Elapsed})
+		}
+		return
+	}
+	k := testKey{ev.Package, ev.Test}
+	switch ev.Action {
+	case "output":
+		b := append(r.held[k], ev.Output...)
+		if len(b) > maxHeld {
+			b = append([]byte("[earlier output cut]\n"), b[len(b)-maxHeld:]...)
+		}
+		r.held[k] = b
+	case "pass", "fail", "skip":
+		if ev.Action == "fail" {
+			fmt.Fprintf(r.out, "%s", r.held[k])
+		}
+		delete(r.held, k)
+		if strings.Contains(ev.Test, "/") {
+			return // subtests are counted and timed within their test
+		}
+		r.counts[ev.Action]++
+		if ev.Action == "skip" {
+			r.skipped = append(r.skipped, k)
+		}
+		r.tests = append(r.tests, result{key: k, elapsed: ev.Elapsed})
+	}
+}
+
+func (r *report) summary(top int, file string) {
+	// A test still running when its binary died (a panic, a timeout)
+	// never reported its end: show what it printed.
+	for k, b := range r.held {
+		if !strings.Contains(k.test, "/") {
+			fmt.Fprintf(r.out, "--- %s %s did not finish; its output:\n%s", k.pkg, k.test, b)
+		}
+	}
+	slowest := func(rs []result) []result {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].elapsed > rs[j].elapsed })
+		return rs[:min(top, len(rs))]
+	}
+	fmt.Fprintf(r.out, "\nslowest packages:\n")
+	for _, p := range slowest(r.packages) {
+		fmt.Fprintf(r.out, "  %7.1fs  %s\n", p.elapsed, p.key.pkg)
+	}
+	fmt.Fprintf(r.out, "slowest tests:\n")
+	for _, t := range slowest(r.tests) {
+		fmt.Fprintf(r.out, "  %7.1fs  %s %s\n", t.elapsed, t.key.test, t.key.pkg)
+	}
+	if n := len(r.skipped); n > 0 && n <= 30 {
+		fmt.Fprintf(r.out, "skipped tests:\n")
+		for _, k := range r.skipped {
+			fmt.Fprintf(r.out, "  %s %s\n", k.test, k.pkg)
+		}
+	}
+	fmt.Fprintf(r.out, "tests: %d passed, %d failed, %d skipped", r.counts["pass"], r.counts["fail"], r.counts["skip"])
+	if file != "" {
+		fmt.Fprintf(r.out, " (events in %s)", file)
+	}
+	fmt.Fprintln(r.out)
+}
