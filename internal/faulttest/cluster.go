@@ -221,7 +221,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.killAll)
 	t.Cleanup(c.reportOnFailure)
 
-	ports := pickPorts(t, opts.Brokers+1)
+	ports := testsvc.FreePorts(t, opts.Brokers+1)
 	for i := 1; i <= opts.Brokers; i++ {
 		id := int32(i)
 		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: dataDirs[i-1]}
@@ -377,7 +377,7 @@ func (c *Cluster) waitGateway(url string) {
 // rest of the cluster.
 func (c *Cluster) AddGateway() string {
 	c.T.Helper()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pickPorts(c.T, 1)[0]))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testsvc.FreePorts(c.T, 1)[0]))
 	p := newProcess(c.T, fmt.Sprintf("gw%d", len(c.more)+2), Binary(c.T), c.gatewayArgs(addr), c.Logf)
 	c.more = append(c.more, p)
 	if err := p.start(); err != nil {
@@ -672,31 +672,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = crand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// pickPorts returns n distinct loopback ports that were free a moment ago,
-// drawn below the kernel's ephemeral range (32768 and up by default), so
-// that outgoing connections cannot take one between the pick and the
-// process's bind, nor while a killed broker is down.
-func pickPorts(t testing.TB, n int) []int {
-	t.Helper()
-	var out []int
-	for tries := 0; len(out) < n && tries < 1000; tries++ {
-		var b [2]byte
-		_, _ = crand.Read(b[:])
-		port := 20000 + int(binary.LittleEndian.Uint16(b[:]))%12768
-		if slices.Contains(out, port) {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		out = append(out, port)
-	}
-	if len(out) < n {
-		t.Fatalf("found only %d free loopback ports of %d", len(out), n)
-	}
-	return out
 }

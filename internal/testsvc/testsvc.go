@@ -14,10 +14,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,7 +133,7 @@ type ZKServer struct {
 func StartZooKeeper(t testing.TB) *ZKServer {
 	t.Helper()
 	z := &ZKServer{t: t, rt: ZooKeeperRuntime(t), dir: t.TempDir()}
-	port := freePort(t)
+	port := FreePorts(t, 1)[0]
 	z.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := strings.Join([]string{
 		"tickTime=2000",
@@ -239,15 +241,33 @@ func ZKMode(addr string) string {
 	return ""
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
+// FreePorts returns n distinct loopback ports that were free a moment ago,
+// for a server that must be told its port before it starts and keep it
+// across restarts (a ZooKeeper, a broker process a test kills and starts
+// again behind a proxy). A server that can bind 127.0.0.1:0 and report its
+// port should do that instead. The ports are drawn below the kernel's
+// ephemeral range (32768 and up by default), so that outgoing connections
+// cannot take one between the pick and the bind, nor while its server is
+// down.
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testsvc: %v", err)
+	var out []int
+	for tries := 0; len(out) < n && tries < 1000; tries++ {
+		port := 20000 + rand.IntN(12768)
+		if slices.Contains(out, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		out = append(out, port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	if len(out) < n {
+		t.Fatalf("testsvc: found only %d free loopback ports of %d", len(out), n)
+	}
+	return out
 }
 
 // String makes a ZKServer print as its address.
