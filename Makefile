@@ -5,12 +5,13 @@ GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 PKGS ?= ./...
 
-.PHONY: help build run test test-deploy bench lint fuzz screenshots services-up services-down services-status
+.PHONY: help build run test test-unit test-deploy bench lint fuzz screenshots services-up services-down services-status
 
 help:
 	@echo 'make build          go build -o bin/sluice ./cmd/sluice'
 	@echo 'make run            build, then bin/sluice dev (reads SLUICE_ADDR, SLUICE_DATA)'
-	@echo 'make test           install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
+	@echo 'make test           the full lane: install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
+	@echo 'make test-unit      the fast lane: go test -short, no services (tests that need one skip)'
 	@echo 'make test-deploy    the deploy/ module: manifests, compose file, dashboard, the compose stack as processes'
 	@echo 'make bench          Go benchmarks, then every bin/sluice bench scenario (services up); table in bench-results.md'
 	@echo 'make lint           go vet and gofmt'
@@ -26,9 +27,23 @@ build:
 run: build
 	./bin/sluice dev
 
-test:
-	scripts/with-services.sh $(GO) test $(TEST_FLAGS) $(PKGS)
+# make test: the full lane (what CI runs). Every test runs against the real
+# services; none may skip. The events go to TEST_JSON; the output is what
+# plain go test prints, then the ten slowest packages and tests.
+TEST_JSON ?= test-results.json
+test: bin/testreport
+	scripts/with-services.sh bash -c 'set -o pipefail; $(GO) test -json $(TEST_FLAGS) $(PKGS) | bin/testreport -o $(TEST_JSON)'
 	$(MAKE) test-deploy
+
+# make test-unit: the fast lane, with no services: go test -short, where a
+# test that needs a service or real processes skips (only under -short).
+UNIT_FLAGS ?= -short -count=1 -timeout 10m
+UNIT_JSON ?= test-unit-results.json
+test-unit: bin/testreport
+	set -o pipefail; $(GO) test -json $(UNIT_FLAGS) $(PKGS) | bin/testreport -o $(UNIT_JSON)
+
+bin/testreport: internal/testreport/main.go
+	$(GO) build -o $@ ./internal/testreport
 
 # deploy/ is a module of its own (kustomize, the Kubernetes API types and the
 # compose-spec loader stay out of sluice's go.mod); its tests run the sluice

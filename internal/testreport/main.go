@@ -92,7 +92,9 @@ func (r *report) add(ev event) {
 	if ev.Test == "" {
 		switch ev.Action {
 		case "output", "build-output":
-			fmt.Fprint(r.out, ev.Output)
+			if ev.Output != "PASS\n" { // plain go test prints only the ok line then
+				fmt.Fprint(r.out, ev.Output)
+			}
 		case "pass", "fail":
 			r.packages = append(r.packages, result{key: testKey{pkg: ev.Package}, elapsed: ev.Elapsed})
 		}

@@ -43,10 +43,14 @@ const (
 	zkStandaloneMain = "org.apache.zookeeper.server.ZooKeeperServerMain"
 )
 
+// shortLane reports whether this is the fast lane (go test -short); a
+// variable so that the tests of this package can try both lanes.
+var shortLane = testing.Short
+
 func need(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
-	if v == "" && testing.Short() {
+	if v == "" && shortLane() {
 		t.Skipf("-short: %s is not set (this test needs a real service; the full lane, `make test`, runs it)", name)
 	}
 	if v == "" {

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// fakeTB records Fatalf and ends the goroutine, as testing.T does.
+// fakeTB records Fatalf and Skipf and ends the goroutine, as testing.T does.
 type fakeTB struct {
 	testing.TB
-	fatal string
+	fatal, skip string
 }
 
 func (f *fakeTB) Helper() {}
@@ -20,8 +20,22 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// call runs fn with a fakeTB in a goroutine of its own, so that Fatalf can end it.
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skip = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// call runs fn with a fakeTB in a goroutine of its own, so that Fatalf can
+// end it; skip is what a Skipf said.
 func call(t *testing.T, fn func(testing.TB) any) (got any, fatal string) {
+	got, fatal, skip := callLane(t, fn)
+	if skip != "" {
+		t.Fatalf("unexpected Skipf: %s", skip)
+	}
+	return got, fatal
+}
+
+func callLane(t *testing.T, fn func(testing.TB) any) (got any, fatal, skip string) {
 	f := &fakeTB{TB: t}
 	done := make(chan struct{})
 	go func() {
@@ -29,7 +43,14 @@ func call(t *testing.T, fn func(testing.TB) any) (got any, fatal string) {
 		got = fn(f)
 	}()
 	<-done
-	return got, f.fatal
+	return got, f.fatal, f.skip
+}
+
+// inLane runs the test as if in the full lane (short false) or the fast one.
+func inLane(t *testing.T, short bool) {
+	old := shortLane
+	shortLane = func() bool { return short }
+	t.Cleanup(func() { shortLane = old })
 }
 
 var allVars = []string{
@@ -106,10 +127,17 @@ func TestMissingIsFatalNotSkip(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			_, fatal := call(t, tc.get)
+			inLane(t, false)
+			_, fatal, skip := callLane(t, tc.get)
 			want := tc.missing + " is not set: run the tests through `make test`, which starts the real services"
-			if fatal != want {
-				t.Errorf("Fatalf message = %q, want %q", fatal, want)
+			if fatal != want || skip != "" {
+				t.Errorf("Fatalf message = %q, Skipf %q; want Fatalf %q", fatal, skip, want)
+			}
+			// The fast lane (go test -short) skips instead, naming the service.
+			inLane(t, true)
+			_, fatal, skip = callLane(t, tc.get)
+			if fatal != "" || !strings.HasPrefix(skip, "-short: "+tc.missing+" is not set") {
+				t.Errorf("under -short: Fatalf %q, Skipf %q; want a Skipf naming %s", fatal, skip, tc.missing)
 			}
 		})
 	}
