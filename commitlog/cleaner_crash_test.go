@@ -51,6 +51,9 @@ func committedOffsets(t *testing.T, l *commitlog.Log) []int64 {
 // directory, and checks that the log is the old one or the cleaned one in
 // full, with every key's latest value, and takes appends where it ended.
 func TestCleanCrashAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a long fault test; the full lane runs it")
+	}
 	// The same log cleaned without a crash.
 	ref, h := buildKeyed(t, osFS(t, t.TempDir()))
 	old := committedOffsets(t, ref)

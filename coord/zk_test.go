@@ -7,23 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testsvc"
 )
 
 // zkTestAddr is the real ZooKeeper the tests use, started by `make test`.
 func zkTestAddr(t *testing.T) string {
 	t.Helper()
-	addr := os.Getenv("SLUICE_TEST_ZK")
-	if addr == "" {
-		t.Fatalf("SLUICE_TEST_ZK is not set: run the tests through `make test`")
-	}
-	return addr
+	return testsvc.ZooKeeper(t)
 }
 
 // testLogger sends the ZooKeeper client's log to t.Log until the test ends; the

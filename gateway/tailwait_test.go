@@ -70,6 +70,9 @@ func TestWSIdleStreamsShareOnePoll(t *testing.T) {
 // its coordinator: ten groups of one member each on a four-partition topic
 // cost four polls, and a record reaches every group's member at once.
 func TestWSGroupMembersShareThePolls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a long fault test; the full lane runs it")
+	}
 	cl, _ := streamGateway(t, gateway.StreamLimits{})
 	const groups = 10
 	conns := make([]*websocket.Conn, groups)

@@ -300,6 +300,9 @@ func readHead(t *testing.T, conn net.Conn) string {
 // whether it fetches batches or records or streams over a WebSocket; its
 // handler's goroutine and buffers go with it.
 func TestClientThatNeverReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a long fault test; the full lane runs it")
+	}
 	// Long enough that a loaded machine (the race detector, other builds)
 	// still finds the handler blocked in its write after reading the head.
 	const writeTimeout = 3 * time.Second

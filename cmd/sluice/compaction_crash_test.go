@@ -20,6 +20,9 @@ import (
 // key, the newest acknowledged value (or a newer one) is there at the offset
 // it was acknowledged with; offsets only grow; and the log did get compacted.
 func TestKillNineWhileCleaning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a long fault test; the full lane runs it")
+	}
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("seed %d", seed)
