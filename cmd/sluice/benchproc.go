@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/client"
 )
 
 // startProcessCluster runs n `sluice broker` processes and one `sluice
@@ -123,4 +125,37 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// waitBrokers polls the gateway until it sees n live brokers and a controller,
+// so that the first topic created gets its full replication factor.
+func waitBrokers(ctx context.Context, base string, n int, token string) error {
+	cl, err := client.New(base, client.WithToken(token), client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ci, err := cl.Cluster(ctx)
+		if err == nil && ci.Controller >= 0 {
+			alive := 0
+			for _, b := range ci.Brokers {
+				if b.Alive {
+					alive++
+				}
+			}
+			if alive >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway does not see %d brokers after 30 s", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
