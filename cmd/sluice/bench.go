@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -23,11 +22,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/coord"
-	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -144,7 +141,7 @@ func runBench(ctx context.Context, args []string) error {
 	if c.baseline == "sendfile" && c.brokers != 1 {
 		return errors.New("--baseline sendfile: one broker (its files are the ones served)")
 	}
-	var dataDir string
+	var brokerDir string // the sendfile baseline serves broker 1's segment files
 	if c.url == "" && *processes {
 		url, stop, err := startProcessCluster(ctx, c.brokers, *zk)
 		if err != nil {
@@ -157,12 +154,12 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		url, dir, stop, err := startEmbedded(c.brokers, bucket)
+		cl, err := startEmbedded(ctx, c.brokers, bucket)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		c.url, dataDir = url, dir
+		defer cl.Close()
+		c.url, brokerDir = cl.URL(), cl.BrokerDir(1)
 	}
 	if err := ensureTopic(c.url, c.topic, c.partitions, c.rf, c.configs); err != nil {
 		return err
@@ -184,7 +181,7 @@ func runBench(ctx context.Context, args []string) error {
 		return benchGroup(ctx, c, *records, *resultsPath)
 	}
 	if mode == "consume" && c.baseline == "sendfile" {
-		return benchSendfile(ctx, c, *records, dataDir, *resultsPath)
+		return benchSendfile(ctx, c, *records, brokerDir, *resultsPath)
 	}
 	if mode == "consume" && c.baseline == "redis" {
 		return benchConsumeRedis(ctx, c, *records, *redisURL, *resultsPath)
@@ -530,64 +527,17 @@ func ensureTopic(base, topic string, partitions, rf int, configs map[string]stri
 }
 
 // startEmbedded runs a cluster of n brokers in this process on a temporary
-// directory (returned: broker i's data is in broker-i), for benchmarking
-// without a separate server.
-func startEmbedded(n int, bucket tier.Bucket) (string, string, func(), error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-")
-	if err != nil {
-		return "", "", nil, err
-	}
-	if bucket == nil {
-		if bucket, err = tier.OpenLocalDir(filepath.Join(dir, "tier")); err != nil {
-			return "", "", nil, err
-		}
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := coord.NewMemStore(coord.MemOptions{})
-	if err != nil {
-		return "", "", nil, err
-	}
-	var brokers []*broker.Broker
-	for i := 1; i <= n; i++ {
-		b, err := broker.New(broker.Options{ID: int32(i), DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)), Coord: store.Session(), Logger: log,
-			Bucket: bucket, TierInterval: 200 * time.Millisecond,
+// directory, for benchmarking without a separate server. Tiered topics go
+// to bucket, or to a local directory when it is nil.
+func startEmbedded(ctx context.Context, n int, bucket tier.Bucket) (*embedded.Cluster, error) {
+	return embedded.Start(ctx, embedded.Options{Brokers: n, Bucket: bucket, LocalBucket: bucket == nil,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Broker: func(_ int, o *broker.Options) {
+			o.TierInterval = 200 * time.Millisecond
 			// A cache smaller than the data the cold bench reads, so that it
 			// measures the object store and not memory.
-			ColdRead: tier.ColdReaderOptions{CacheBytes: 8 << 20}})
-		if err != nil {
-			return "", "", nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = b.Start(ctx)
-		cancel()
-		if err != nil {
-			return "", "", nil, err
-		}
-		brokers = append(brokers, b)
-	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log})
-	if err != nil {
-		return "", "", nil, err
-	}
-	gw.Start()
-	url := "http://" + gw.Addr()
-	for i := 0; i < 500; i++ {
-		if resp, err := http.Get(url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return url, dir, func() {
-		gw.Close()
-		for _, b := range brokers {
-			b.Close()
-		}
-		store.Close()
-		os.RemoveAll(dir)
-	}, nil
+			o.ColdRead = tier.ColdReaderOptions{CacheBytes: 8 << 20}
+		}})
 }
 
 // startAppendServer is the ceiling: a plain net/http server whose handler only

@@ -32,11 +32,12 @@ func benchBroker(ctx context.Context, args []string) error {
 	if *parts < 1 || *conns < 1 {
 		return errors.New("--partitions and --connections must be >= 1")
 	}
-	url, stop, err := startWSBenchCluster(1)
+	cl, err := startWSBenchCluster(ctx, 1)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer cl.Close()
+	url := cl.URL()
 	var ci api.ClusterInfo
 	if err := getJSON(url+"/v1/cluster", &ci); err != nil || len(ci.Brokers) != 1 {
 		return fmt.Errorf("cluster: %+v %v", ci, err)

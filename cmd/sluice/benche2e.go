@@ -80,12 +80,12 @@ func benchE2E(ctx context.Context, args []string) error {
 		defer stop()
 		base, where = u, "processes + ZooKeeper"
 	case base == "":
-		u, _, stop, err := startEmbedded(*brokers, nil)
+		cl, err := startEmbedded(ctx, *brokers, nil)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		base = u
+		defer cl.Close()
+		base = cl.URL()
 	default:
 		where = base
 	}

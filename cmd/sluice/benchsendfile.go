@@ -28,7 +28,7 @@ import (
 // Both clients discard the bodies and take the next position from a header,
 // so the difference is the server side: the gateway, the hop to the broker
 // and the broker's read.
-func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir string, results string) error {
+func benchSendfile(ctx context.Context, c benchConfig, records int, brokerDir string, results string) error {
 	if err := fillTopic(c, c.topic, records); err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir stri
 	if err := getJSON(c.url+"/v1/topics/"+c.topic, &t); err != nil {
 		return err
 	}
-	files, total, err := segmentFiles(filepath.Join(dataDir, "broker-1"), c.topic, len(t.Partitions))
+	files, total, err := segmentFiles(brokerDir, c.topic, len(t.Partitions))
 	if err != nil {
 		return err
 	}

@@ -81,12 +81,12 @@ func benchSink(ctx context.Context, args []string) error {
 		return errors.New("--records, --partitions, --poll-records and --rounds must be >= 1, --size >= 8")
 	}
 	if c.url == "" {
-		url, _, stop, err := startEmbedded(1, nil)
+		cl, err := startEmbedded(ctx, 1, nil)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		c.url = url
+		defer cl.Close()
+		c.url = cl.URL()
 	}
 	if err := ensureTopic(c.url, c.topic, c.partitions, 1, nil); err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -24,10 +23,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/gateway"
 )
 
@@ -55,11 +52,12 @@ func benchWS(ctx context.Context, args []string) error {
 	if *n < 1 || *partitions < 1 || *groups < 0 {
 		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
 	}
-	url, stop, err := startWSBenchCluster(*n)
+	cl, err := startWSBenchCluster(ctx, *n)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer cl.Close()
+	url := cl.URL()
 	if err := ensureTopic(url, "bench-ws", *partitions, 1, nil); err != nil {
 		return err
 	}
@@ -148,41 +146,12 @@ func benchWS(ctx context.Context, args []string) error {
 
 // startWSBenchCluster runs one broker and a gateway that admits n
 // WebSockets from one address, in this process, on a temporary directory.
-func startWSBenchCluster(n int) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-ws-")
-	if err != nil {
-		return "", nil, err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := coord.NewMemStore(coord.MemOptions{})
-	if err != nil {
-		return "", nil, err
-	}
-	b, err := broker.New(broker.Options{ID: 1, DataDir: filepath.Join(dir, "broker-1"), Coord: store.Session(), Logger: log})
-	if err != nil {
-		return "", nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		return "", nil, err
-	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log,
-		Streams: gateway.StreamLimits{MaxConnections: n + 1, MaxConnectionsPerIP: n + 1}})
-	if err != nil {
-		return "", nil, err
-	}
-	gw.Start()
-	url := "http://" + gw.Addr()
-	if err := waitBrokers(ctx, url, 1, ""); err != nil {
-		return "", nil, err
-	}
-	return url, func() {
-		gw.Close()
-		b.Close()
-		store.Close()
-		os.RemoveAll(dir)
-	}, nil
+func startWSBenchCluster(ctx context.Context, n int) (*embedded.Cluster, error) {
+	return embedded.Start(ctx, embedded.Options{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Gateway: func(o *gateway.Options) {
+			o.Streams = gateway.StreamLimits{MaxConnections: n + 1, MaxConnectionsPerIP: n + 1}
+		}})
 }
 
 // benchWSClient opens n idle consumers, reading each (so pings are
