@@ -1,13 +1,13 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
@@ -16,18 +16,22 @@ import (
 )
 
 // startProcessCluster runs n `sluice broker` processes and one `sluice
-// gateway` process (this binary) coordinated through the ZooKeeper at zk,
-// under a chroot of their own, on loopback ports in a temporary directory.
-// Their output goes to files there; a start that fails prints their last
-// lines. stop ends the gateway, then the brokers (SIGTERM, no drain: the
-// bench is over), waiting for each, and removes the directory.
-func startProcessCluster(ctx context.Context, n int, zk string) (string, func(), error) {
+// gateway` process of exe (default: this process's executable) coordinated
+// through the ZooKeeper at zk, under a chroot of their own, on loopback
+// ports they choose (:0; the brokers register theirs, the gateway prints
+// its own) in a temporary directory. Their output goes to files there; a
+// start that fails prints their last lines. stop ends the gateway, then the
+// brokers (SIGTERM, no drain: the bench is over), waiting for each, and
+// removes the directory.
+func startProcessCluster(ctx context.Context, exe string, n int, zk string) (string, func(), error) {
 	if zk == "" {
 		return "", nil, errors.New("--processes needs a ZooKeeper: --zk host:port (env SLUICE_TEST_ZK, which scripts/with-services.sh sets)")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", nil, err
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-proc-")
 	if err != nil {
@@ -79,26 +83,21 @@ func startProcessCluster(ctx context.Context, n int, zk string) (string, func(),
 		return "", nil, err
 	}
 	for i := 1; i <= n; i++ {
-		port, err := freePort()
-		if err != nil {
-			return fail(err)
-		}
 		id := strconv.Itoa(i)
-		if err := start("broker-"+id, "broker", "--id", id, "--addr", "127.0.0.1:"+port,
+		if err := start("broker-"+id, "broker", "--id", id, "--addr", "127.0.0.1:0",
 			"--data", filepath.Join(dir, "broker-"+id), "--zk", connect, "--log-level", "warn", "--drain-timeout", "0"); err != nil {
 			return fail(err)
 		}
 	}
-	port, err := freePort()
-	if err != nil {
+	if err := start("gateway", "gateway", "--addr", "127.0.0.1:0", "--zk", connect, "--log-level", "warn"); err != nil {
 		return fail(err)
 	}
-	if err := start("gateway", "gateway", "--addr", "127.0.0.1:"+port, "--zk", connect, "--log-level", "warn"); err != nil {
-		return fail(err)
-	}
-	url := "http://127.0.0.1:" + port
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	url, err := waitGatewayURL(wctx, filepath.Join(dir, "gateway.log"))
+	if err != nil {
+		return fail(fmt.Errorf("the process cluster did not come up: %w", err))
+	}
 	for {
 		if err := waitBrokers(wctx, url, n, ""); err == nil {
 			break
@@ -109,15 +108,24 @@ func startProcessCluster(ctx context.Context, n int, zk string) (string, func(),
 	return url, stop, nil
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// gatewayListening is the line `sluice gateway` prints once it listens.
+var gatewayListening = regexp.MustCompile(`gateway listening on (https?://\S+)`)
+
+// waitGatewayURL reads the gateway's output file until it names the address
+// the gateway listens on, or ctx ends.
+func waitGatewayURL(ctx context.Context, logPath string) (string, error) {
+	for {
+		if b, err := os.ReadFile(logPath); err == nil {
+			if m := gatewayListening.FindSubmatch(b); m != nil {
+				return string(m[1]), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the gateway printed no address: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
 }
 
 func tail(b []byte, n int) []byte {
