@@ -16,8 +16,8 @@ type clusterSpec struct {
 	url       string      // a running gateway; empty starts a cluster
 	brokers   int         // of a started cluster
 	processes bool        // start it as processes of binary, through the ZooKeeper at zk
-	zk        string      //
-	binary    string      // default: this process's executable
+	zk        string      // host:port of that ZooKeeper
+	binary    string      // the sluice binary; default: this process's executable
 	bucket    tier.Bucket // the object store of an embedded cluster; nil: a local directory
 }
 

@@ -47,6 +47,7 @@ func getJSON(url string, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// ensureTopic creates topic unless it exists (then it is left as it is).
 func ensureTopic(base, topic string, partitions, rf int, configs map[string]string) error {
 	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
 	resp, err := http.Post(base+"/v1/topics", "application/json", bytes.NewReader(b))

@@ -137,10 +137,10 @@ func (c *Cluster) StartBroker(id int) {
 // sees it leave at once (as after a session expiry).
 func (c *Cluster) StopBroker(id int) {
 	c.t.Helper()
-	c.Brokers[id-1] = nil
 	if err := c.cl.StopBroker(id); err != nil {
 		c.t.Error(err)
 	}
+	c.Brokers[id-1] = nil
 }
 
 // Stop closes the gateway, the brokers (flushing their logs) and the
