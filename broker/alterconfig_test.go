@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -19,7 +19,7 @@ import (
 // followers' logs at their next retention pass, and a raised
 // min.insync.replicas refuses an acks=all produce the old value allowed.
 func TestAlterTopicConfigApplies(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ReplicaLagTimeMax: time.Second})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 3, ReplicaLagTimeMax: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := client.New(c.URL)

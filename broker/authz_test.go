@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testcerts"
-	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
 )
@@ -31,7 +31,7 @@ const adminToken = "slc_0123456789abcdef_00112233445566778899aabbccddeeff0011223
 // allow some routes and not others, as the gateway's own checks would.
 func TestBrokerAuthorization(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	c := testcluster.Start(t, testcluster.Options{ClusterSecret: secret,
+	c := embedtest.Start(t, embedtest.Options{ClusterSecret: secret,
 		GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: adminToken},
 		BrokerAuth:  broker.AuthOptions{Required: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -229,7 +229,7 @@ func TestBrokerAuthorization(t *testing.T) {
 // signature covers the principal, so the broker refuses it.
 func TestPrincipalReplay(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	c := testcluster.Start(t, testcluster.Options{ClusterSecret: secret,
+	c := embedtest.Start(t, embedtest.Options{ClusterSecret: secret,
 		GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: adminToken},
 		BrokerAuth:  broker.AuthOptions{Required: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -274,7 +274,7 @@ func TestPrincipalReplay(t *testing.T) {
 // principal, does not start; with client certificates of a cluster CA,
 // which name the nodes, it does.
 func TestBrokerAuthNeedsSecret(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	_, err := broker.New(broker.Options{ID: 9, DataDir: t.TempDir(), Coord: c.Store.Session(), Auth: broker.AuthOptions{Required: true}})
 	if err == nil || !strings.Contains(err.Error(), "ClusterSecret") {
 		t.Fatalf("New without a secret: %v", err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // readFromRecorder is a ResponseWriter that, like net/http's, implements
@@ -29,7 +29,7 @@ func (r *readFromRecorder) ReadFrom(src io.Reader) (int64, error) {
 }
 
 func TestFetchHandsTheSegmentFileToReadFrom(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	body, _ := json.Marshal(api.CreateTopicRequest{Name: "sf", Partitions: 1})
 	if resp, err := http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body)); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("create: %v %v", resp, err)

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // The coordinator of a group reports its lag as Prometheus gauges.
 func TestGroupLagMetrics(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 2, GroupLagInterval: 100 * time.Millisecond})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 2, GroupLagInterval: 100 * time.Millisecond})
 	post := func(path string, body any, out any) {
 		t.Helper()
 		b, _ := json.Marshal(body)

@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // TestClusterSecret runs a three-broker cluster whose nodes sign their
@@ -19,7 +19,7 @@ import (
 // does not have) is refused even with the secret.
 func TestClusterSecret(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ClusterSecret: secret})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 3, ClusterSecret: secret})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := client.New(c.URL)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // forgeBatch returns a copy of batch b changed by f with its CRC recomputed:
@@ -38,7 +38,7 @@ func maxDelta(b []byte) int64 {
 // internal produce route. Each is refused with 400 and nothing is appended,
 // and the partition's consumers read on past the refusals.
 func TestForgedBatchOnTheInternalRoute(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	rc := rcluster{c, t}
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "m", Partitions: 1}, 201)
 	rc.post("/v1/topics/m/records", map[string]any{"records": []map[string]any{{"value": 0}, {"value": 1}}}, 200)

@@ -13,11 +13,11 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 type rcluster struct {
-	*testcluster.Cluster
+	*embedtest.Cluster
 	t *testing.T
 }
 
@@ -25,7 +25,7 @@ func startReplicated(t *testing.T) rcluster {
 	// A lag limit well above scheduling hiccups under the race detector:
 	// these tests stop brokers to take them out of the ISR, and a follower
 	// dropped for being slow would make the leader the ISR's only member.
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ReplicaLagTimeMax: 3 * time.Second, LeaderRebalanceInterval: 300 * time.Millisecond})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 3, ReplicaLagTimeMax: 3 * time.Second, LeaderRebalanceInterval: 300 * time.Millisecond})
 	rc := rcluster{c, t}
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "r", Partitions: 1, ReplicationFactor: 3}, 201)
 	rc.waitFor("full ISR", func(p api.PartitionInfo) bool { return len(p.ISR) == 3 && !p.Offline })

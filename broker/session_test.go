@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // drivenSession is a coordinator session whose session events the test
@@ -27,10 +27,10 @@ func (s *drivenSession) SessionEvents() <-chan coord.SessionState { return s.eve
 
 // startDriven starts a cluster whose brokers' session events the test sends
 // through the returned sessions (index broker ID - 1).
-func startDriven(t *testing.T, brokers int) (*testcluster.Cluster, []*drivenSession) {
+func startDriven(t *testing.T, brokers int) (*embedtest.Cluster, []*drivenSession) {
 	sessions := make([]*drivenSession, brokers)
 	var mu sync.Mutex
-	c := testcluster.Start(t, testcluster.Options{
+	c := embedtest.Start(t, embedtest.Options{
 		Brokers: brokers,
 		// Far above scheduling stalls under the race detector: a follower
 		// dropped from the ISR for being slow is not what these tests look at.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -39,13 +39,13 @@ func realS3(t *testing.T) tier.Bucket {
 }
 
 type tcluster struct {
-	*testcluster.Cluster
+	*embedtest.Cluster
 	t      *testing.T
 	bucket tier.Bucket
 }
 
 func startTiered(t *testing.T, bkt tier.Bucket, brokers int) tcluster {
-	c := testcluster.Start(t, testcluster.Options{Brokers: brokers, Bucket: bkt, TierInterval: 50 * time.Millisecond,
+	c := embedtest.Start(t, embedtest.Options{Brokers: brokers, Bucket: bkt, TierInterval: 50 * time.Millisecond,
 		ReplicaLagTimeMax: time.Second, OrphanGrace: time.Second})
 	return tcluster{c, t, bkt}
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -25,9 +25,9 @@ import (
 var fastRetry = client.RetryPolicy{MaxAttempts: 5, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 
 // startCluster starts a one-broker in-process cluster and a Client of it.
-func startCluster(t *testing.T) (*testcluster.Cluster, *client.Client) {
+func startCluster(t *testing.T) (*embedtest.Cluster, *client.Client) {
 	t.Helper()
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	cl, err := client.New(c.URL, client.WithRetry(fastRetry))
 	if err != nil {
 		t.Fatal(err)

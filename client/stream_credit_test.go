@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // TestStreamNeverReadsPastItsBuffer looks inside a Stream that nobody reads:
 // the server sends exactly the buffer's worth of records, then waits.
 func TestStreamNeverReadsPastItsBuffer(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	cl, err := New(tc.URL)
 	if err != nil {
 		t.Fatal(err)

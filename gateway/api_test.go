@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // client is a tiny HTTP helper bound to one gateway.
@@ -74,7 +74,7 @@ func (c client) fetch(topic string, p int, query string) api.FetchResponse {
 }
 
 func newCluster(t *testing.T) client {
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	return client{t: t, base: c.URL}
 }
 
@@ -433,14 +433,14 @@ func TestTopicAdmin(t *testing.T) {
 
 func TestRestartKeepsData(t *testing.T) {
 	dir := t.TempDir()
-	cl := testcluster.Start(t, testcluster.Options{DataDir: dir})
+	cl := embedtest.Start(t, embedtest.Options{DataDir: dir})
 	c := client{t, cl.URL}
 	c.createTopic("keep", 2)
 	for i := 0; i < 20; i++ {
 		c.json("POST", "/v1/topics/keep/records", map[string]any{"records": []map[string]any{{"key": fmt.Sprint(i), "value": i}}}, nil)
 	}
 	cl.Stop(t)
-	cl = testcluster.Start(t, testcluster.Options{DataDir: dir})
+	cl = embedtest.Start(t, embedtest.Options{DataDir: dir})
 	c = client{t, cl.URL}
 	total := 0
 	for p := 0; p < 2; p++ {

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -74,7 +74,7 @@ func call(t *testing.T, base, token, method, path string, body any) (int, string
 // ACLs do not allow, 2xx where they do, 429 where they do but the principal
 // is over its quota.
 func TestAuthorizationMatrix(t *testing.T) {
-	authorizationMatrix(t, testcluster.Options{})
+	authorizationMatrix(t, embedtest.Options{})
 }
 
 // TestAuthorizationMatrixBrokersCheck runs the matrix against brokers that
@@ -82,14 +82,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 // stays the same (the gateway's internal calls carry the caller's principal,
 // or the gateway's own for its own work, such as making the offsets topic).
 func TestAuthorizationMatrixBrokersCheck(t *testing.T) {
-	authorizationMatrix(t, testcluster.Options{Brokers: 2, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
+	authorizationMatrix(t, embedtest.Options{Brokers: 2, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
 		BrokerAuth: broker.AuthOptions{Required: true}})
 }
 
-func authorizationMatrix(t *testing.T, opts testcluster.Options) {
+func authorizationMatrix(t *testing.T, opts embedtest.Options) {
 	logs := &lockedBuffer{}
 	opts.LogTo, opts.GatewayAuth = logs, gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}
-	c := testcluster.Start(t, opts)
+	c := embedtest.Start(t, opts)
 	base := c.URL
 	admin := bootstrapToken
 	mustOK := func(token, method, path string, body any, out any) {

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -29,7 +29,7 @@ import (
 // group description, and the leave of a group WebSocket member that closes.
 // Each must act for the caller, or for the gateway itself, not anonymously.
 func TestGatewayWorkWithBrokersThatCheck(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 2, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 2, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
 		GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken},
 		BrokerAuth:  broker.AuthOptions{Required: true}})
 	base, admin := tc.URL, bootstrapToken

@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // A topic creation that would bring a broker past max.partitions.per.broker
 // is refused whole, and nothing of it is created.
 func TestPartitionsPerBrokerBudget(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 2, MaxPartitionsPerBroker: 6})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 2, MaxPartitionsPerBroker: 6})
 	c := client{t: t, base: tc.URL}
 	// RF 2 on two brokers: every partition puts a replica on both.
 	c.json("POST", "/v1/topics", api.CreateTopicRequest{Name: "fits", Partitions: 4, ReplicationFactor: 2}, nil)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // Through a cluster of three brokers: concurrent single-record requests to
@@ -15,7 +15,7 @@ import (
 // record, and none is lost or written twice, whether or not they shared a
 // send.
 func TestConcurrentSmallProducesOverACluster(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 3})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 3})
 	c := client{t: t, base: tc.URL}
 	c.json("POST", "/v1/topics", api.CreateTopicRequest{Name: "small", Partitions: 1, ReplicationFactor: 3}, nil)
 	const requests = 300

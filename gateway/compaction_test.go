@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // A compacted topic, as a consumer sees it through the public API: the
 // latest value of every key, at the offset it was written at, in offset
 // order; tombstones gone once delete.retention.ms has passed.
 func TestCompactedTopicThroughTheAPI(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 3, CleanerInterval: 50 * time.Millisecond})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 3, CleanerInterval: 50 * time.Millisecond})
 	c := client{t: t, base: tc.URL}
 	c.json("POST", "/v1/topics", api.CreateTopicRequest{Name: "profiles", Partitions: 1, ReplicationFactor: 3, Configs: map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "300",

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 func (c client) produceN(topic string, partition, n int, tag string) {
@@ -48,7 +48,7 @@ func (c client) errCode(method, path string, v any) (int, api.Code) {
 }
 
 func TestGroupConsumeCommitResume(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 3})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 3})
 	c := client{t: t, base: tc.URL}
 	c.createTopic("orders", 4)
 	for p := 0; p < 4; p++ {
@@ -156,7 +156,7 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 }
 
 func TestGroupSplitsPartitions(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	c := client{t: t, base: tc.URL}
 	c.createTopic("events", 6)
 	req := api.JoinGroupRequest{Topics: []string{"events"}}

@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // groupFrame is any server frame of a WebSocket group member.
@@ -62,7 +62,7 @@ func sendFrame(t *testing.T, c *websocket.Conn, v any) {
 }
 
 func TestGroupWebSocketMember(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	tc := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	c := client{t: t, base: tc.URL}
 	c.createTopic("ws-orders", 2)
 	c.produceN("ws-orders", 0, 4, "x")

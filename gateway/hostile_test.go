@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -33,7 +33,7 @@ import (
 // startGateway starts one more gateway on c's coordinator with opts (the
 // listener and coordinator filled in). The function it returns closes it;
 // the test's end does too, if it is still open.
-func startGateway(t *testing.T, c *testcluster.Cluster, opts gateway.Options) (client, func() error) {
+func startGateway(t *testing.T, c *embedtest.Cluster, opts gateway.Options) (client, func() error) {
 	t.Helper()
 	sess := c.Store.Session()
 	opts.Addr, opts.Coord = "127.0.0.1:0", sess
@@ -54,7 +54,7 @@ func startGateway(t *testing.T, c *testcluster.Cluster, opts gateway.Options) (c
 	}
 	t.Cleanup(func() { closeGW() })
 	base := "http://" + gw.Addr()
-	testcluster.WaitReady(t, base, 10*time.Second)
+	embedtest.WaitReady(t, base, 10*time.Second)
 	return client{t: t, base: base}, closeGW
 }
 
@@ -285,7 +285,7 @@ func TestHostileTimestamps(t *testing.T) {
 // and does nothing: a page on another origin can send a form or text/plain
 // body without asking, but not JSON.
 func TestHostileMediaTypes(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{})
+	tc := embedtest.Start(t, embedtest.Options{})
 	c := client{t: t, base: tc.URL}
 	c.createTopic("t", 1)
 	topic := []byte(`{"name":"csrf","partitions":1}`)
@@ -359,7 +359,7 @@ func pipeRequest(t *testing.T, base, path string, declared int64) (*io.PipeWrite
 // is refused with 429 and Retry-After, and fits once that request is done;
 // a declared Content-Length is not allocated before the bytes arrive.
 func TestHostileProduceMemoryBudget(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{})
+	tc := embedtest.Start(t, embedtest.Options{})
 	client{t: t, base: tc.URL}.createTopic("t", 1)
 	const budget = 10 << 20
 	c, _ := startGateway(t, tc, gateway.Options{MaxBodyBytes: 12 << 20, Limits: gateway.Limits{ProduceMemoryBytes: budget}})
@@ -435,7 +435,7 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 // Several large bodies at once: some are refused with 429, the heap stays
 // within a bound set by the budget, and the budget is all given back.
 func TestHostileConcurrentLargeBodies(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{})
+	tc := embedtest.Start(t, embedtest.Options{})
 	client{t: t, base: tc.URL}.createTopic("t", 1)
 	const budget = 32 << 20
 	c, _ := startGateway(t, tc, gateway.Options{Limits: gateway.Limits{ProduceMemoryBytes: budget}})
@@ -517,7 +517,7 @@ func TestHostileConcurrentLargeBodies(t *testing.T) {
 // background, every record is still written (the rest are sent before the
 // answer), and Close waits for the background sends.
 func TestHostileAcks0Flood(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{})
+	tc := embedtest.Start(t, embedtest.Options{})
 	c0 := client{t: t, base: tc.URL}
 	c0.createTopic("t", 4)
 	const slots = 2

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // originRequest sends method path with the given Host and Origin (each
@@ -66,7 +66,7 @@ func dialOrigin(t *testing.T, base, topic, origin string) int {
 // origin, the gateway's own and a client without Origin pass, and a Host
 // that is not one of the gateway's names (DNS rebinding) is refused.
 func TestOriginAllowList(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{TuneGateway: func(o *gateway.Options) {
+	c := embedtest.Start(t, embedtest.Options{TuneGateway: func(o *gateway.Options) {
 		o.AllowedOrigins = []string{"https://dash.example.com", "http://Tools.Example.com:8000/"}
 		o.AllowedHosts = []string{"gw.example.com"}
 	}})
@@ -145,7 +145,7 @@ func TestOriginAllowList(t *testing.T) {
 // served, and a WebSocket is refused only when Origin's host is not Host
 // (the WebSocket library's own check).
 func TestOriginDefault(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	if status, code := originRequest(t, c.URL, "POST", "/v1/topics", "any.example", "https://evil.example", `{"name":"ws","partitions":1,"replication_factor":1}`); status != 201 {
 		t.Fatalf("POST without allow-lists: %d %s", status, code)
 	}
@@ -193,7 +193,7 @@ func TestOriginOptionsValidated(t *testing.T) {
 func TestCORSForAllowedOrigins(t *testing.T) {
 	const token = "slc_00000000000000cc_3333333333333333333333333333333333333333333333333333333333333333"
 	const page = "https://app.example.com"
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: token},
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: token},
 		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{page} }})
 	do := func(method, path, origin string, hdr map[string]string, body string) *http.Response {
 		t.Helper()

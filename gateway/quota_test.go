@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -28,7 +28,7 @@ import (
 // partition on one broker, so "per broker" is the whole quota) that alice
 // may write and read.
 type quotaCluster struct {
-	*testcluster.Cluster
+	*embedtest.Cluster
 	alice string
 }
 
@@ -47,7 +47,7 @@ func (c quotaCluster) fetchDebt(t *testing.T) {
 func startQuotaCluster(t *testing.T) quotaCluster {
 	t.Helper()
 	auth := gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: auth})
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: auth})
 	mustStatus(t, c.URL, bootstrapToken, "POST", "/v1/topics", map[string]any{"name": "q", "partitions": 1, "replication_factor": 1}, http.StatusCreated)
 	var tok api.Token
 	b := mustStatus(t, c.URL, bootstrapToken, "POST", "/v1/tokens", map[string]any{"principal": "User:alice"}, http.StatusCreated)
@@ -240,7 +240,7 @@ func TestQuotaNotMultipliedByGateways(t *testing.T) {
 	gw2.Start()
 	t.Cleanup(func() { gw2.Close() })
 	gateways := []string{c.URL, "http://" + gw2.Addr()}
-	testcluster.WaitReady(t, gateways[1], 10*time.Second)
+	embedtest.WaitReady(t, gateways[1], 10*time.Second)
 
 	const rate, size = 20_000.0, 5000
 	mustStatus(t, c.URL, bootstrapToken, "PUT", "/v1/quotas", api.Quota{Principal: "User:alice", ProducerByteRate: rate}, http.StatusOK)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // TestBrowserSession signs a browser-like client (a cookie jar) in with a
@@ -18,7 +18,7 @@ import (
 // requests that follow, a bad token gets no cookie, and signing out clears
 // it.
 func TestBrowserSession(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar}
 	do := func(method, path, body string) (*http.Response, string) {

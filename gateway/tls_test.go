@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testcerts"
-	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -23,7 +23,7 @@ import (
 // certificate's CN is the principal the ACLs judge, TLS 1.1 is refused, and
 // a renewed server certificate is served without a restart.
 func TestTLSAndClientCertificates(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
 	call(t, c.URL, bootstrapToken, "POST", "/v1/topics", api.CreateTopicRequest{Name: "orders"})
 	if status, _, b := call(t, c.URL, bootstrapToken, "POST", "/v1/acls", api.ACL{Principal: "User:alice", ResourceType: "topic",
 		ResourceName: "orders", Operation: "WRITE", Permission: "allow"}); status != 201 {

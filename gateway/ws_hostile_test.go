@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // Careless and hostile WebSocket and fetch clients: idle connections by the
@@ -30,7 +30,7 @@ import (
 // the test ends unless the test closed it.
 func streamGateway(t *testing.T, lim gateway.StreamLimits) (client, *gateway.Gateway) {
 	t.Helper()
-	c := testcluster.Start(t, testcluster.Options{})
+	c := embedtest.Start(t, embedtest.Options{})
 	cl := client{t: t, base: c.URL}
 	cl.createTopic("hostile", 4)
 	sess := c.Store.Session()
@@ -45,7 +45,7 @@ func streamGateway(t *testing.T, lim gateway.StreamLimits) (client, *gateway.Gat
 		sess.Close()
 	})
 	base := "http://" + gw.Addr()
-	testcluster.WaitReady(t, base, 10*time.Second)
+	embedtest.WaitReady(t, base, 10*time.Second)
 	return client{t: t, base: base}, gw
 }
 

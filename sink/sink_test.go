@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/sink"
@@ -34,9 +34,9 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func startCluster(t *testing.T) *testcluster.Cluster {
+func startCluster(t *testing.T) *embedtest.Cluster {
 	t.Helper()
-	return testcluster.Start(t, testcluster.Options{Brokers: 1})
+	return embedtest.Start(t, embedtest.Options{Brokers: 1})
 }
 
 func redisClient(t *testing.T) *redis.Client {

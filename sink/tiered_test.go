@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -20,7 +20,7 @@ import (
 // Both then reach the log end; the stream and the archive hold the log.
 func TestSinksResumeFromTieredStorage(t *testing.T) {
 	tierBkt, _ := testBucket(t, "")
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1, Bucket: tierBkt, TierInterval: 50 * time.Millisecond})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1, Bucket: tierBkt, TierInterval: 50 * time.Millisecond})
 	cl := newClient(t, c.URL, nil)
 	ctx := testCtx(t)
 	if _, err := cl.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 const crossOriginToken = "slc_00000000000000dd_4444444444444444444444444444444444444444444444444444444444444444"
@@ -60,7 +60,7 @@ func TestCrossOriginPage(t *testing.T) {
 		return s
 	}
 	allowed, other := serve(), serve()
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: crossOriginToken},
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: crossOriginToken},
 		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{allowed.URL} }})
 	gwURL = c.URL
 	a := apiClient{t: t, base: c.URL, token: crossOriginToken}

@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -34,7 +34,7 @@ func TestDashboard(t *testing.T) {
 	b := newBrowser(t)
 	// A bucket in memory is enough here: the page shows what the brokers
 	// report of tiered partitions; the S3 path is tested elsewhere.
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, GroupLagInterval: time.Second,
+	c := embedtest.Start(t, embedtest.Options{Brokers: 3, GroupLagInterval: time.Second,
 		Bucket: tier.NewMemory(), TierInterval: 200 * time.Millisecond})
 	a := apiClient{t: t, base: c.URL}
 	seed(t, a)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 const signInToken = "slc_00000000000000bb_2222222222222222222222222222222222222222222222222222222222222222"
@@ -24,7 +24,7 @@ const signInToken = "slc_00000000000000bb_22222222222222222222222222222222222222
 // dashboard, served by the gateway itself, passes as its own origin.
 func TestDashboardSignIn(t *testing.T) {
 	b := newBrowser(t)
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: signInToken},
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: signInToken},
 		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{"https://dash.example.com"} }})
 	post := func(path string, body any) []byte {
 		t.Helper()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -31,7 +31,7 @@ func runAs(t *testing.T, token, stdin string, args ...string) (code int, stdout,
 // tells: the bootstrap token makes a token and an ACL for a user, who can
 // then do what the ACL says and nothing else, until the token is revoked.
 func TestTokensAndACLsFromTheCLI(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: testBootstrapToken}})
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: testBootstrapToken}})
 	t.Setenv("SLUICE_URL", c.URL)
 	admin := testBootstrapToken
 	mustRun := func(token, stdin string, args ...string) string {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestCLIGolden under testdata/cli")
@@ -144,7 +144,7 @@ var cliCases = []cliCase{
 // with testdata/cli. go test ./cmd/sluice -run TestCLIGolden -update
 // rewrites the files.
 func TestCLIGolden(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	t.Setenv("SLUICE_URL", c.URL) // --url is left out: the environment names the gateway
 	for _, tc := range cliCases {
 		t.Run(tc.name, func(t *testing.T) {

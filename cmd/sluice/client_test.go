@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // runCLI runs one client command with stdin and returns what it printed.
@@ -56,7 +56,7 @@ func runCLI(t *testing.T, run func(context.Context, []string) error, stdin strin
 // names scripts use, a large stdin round trip, and following partitions
 // while records arrive.
 func TestClientCommands(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	url := "--url=" + c.URL
 
 	if _, err := runCLI(t, runTopics, "", "create", "orders", url, "--partitions", "2", "--config", "retention.ms=60000"); err != nil {

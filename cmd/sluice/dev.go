@@ -12,13 +12,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/tier"
 )
 
 // runDev is `sluice dev`: the embedded default. Everything lives under --data:
@@ -60,78 +57,39 @@ func runDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(*data, "coord.json")})
+	// Everything under --data: the coordinator's state (coord.json), one
+	// directory per broker, and tier/, a local directory standing in for S3
+	// that tiered topics (remote.storage.enable=true) copy closed segments to.
+	cl, err := embedded.Start(ctx, embedded.Options{
+		Brokers: *nBrokers, DataDir: *data, Addr: *addr,
+		PersistCoord: true, LocalBucket: true, Logger: log,
+		Broker: func(_ int, o *broker.Options) {
+			o.ClusterSecret = secret
+			o.Auth = broker.AuthOptions{Required: authOpts.Required, SuperUsers: authOpts.SuperUsers}
+			o.CleanerInterval = *cleanerInterval
+			o.MaxPartitionsPerBroker = limits.maxPartitionsPerBroker()
+			o.MaxGroupsPerCoordinator = limits.maxGroupsPerCoordinator()
+		},
+		Gateway: func(o *gateway.Options) {
+			o.Version = version
+			// A small cluster on one machine: 8 partitions, not a cluster's 50.
+			o.OffsetsTopicPartitions = 8
+			o.Auth = authOpts
+			o.ClusterSecret = secret
+			limits.applyGateway(o)
+			originf.apply(o)
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("coordinator state: %w", err)
+		return err
 	}
-	defer store.Close()
-
-	// Tiered topics (remote.storage.enable=true) copy closed segments to a
-	// local directory standing in for S3.
-	bucket, err := tier.OpenLocalDir(filepath.Join(*data, "tier"))
-	if err != nil {
-		return fmt.Errorf("object store directory: %w", err)
-	}
-	defer bucket.Close()
-
-	var brokers []*broker.Broker
 	defer func() {
-		for _, b := range brokers {
-			if err := b.Close(); err != nil {
-				log.Error("closing broker", "broker", b.ID(), "err", err)
-			}
+		if err := cl.Close(); err != nil {
+			log.Error("closing the cluster", "err", err)
 		}
 	}()
-	for i := 1; i <= *nBrokers; i++ {
-		b, err := broker.New(broker.Options{
-			ID:      int32(i),
-			Addr:    "127.0.0.1:0",
-			DataDir: filepath.Join(*data, "broker-"+strconv.Itoa(i)),
-			Coord:   store.Session(),
-			Logger:  log,
-			Bucket:  bucket,
 
-			ClusterSecret:           secret,
-			Auth:                    broker.AuthOptions{Required: authOpts.Required, SuperUsers: authOpts.SuperUsers},
-			CleanerInterval:         *cleanerInterval,
-			MaxPartitionsPerBroker:  limits.maxPartitionsPerBroker(),
-			MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
-		})
-		if err != nil {
-			return err
-		}
-		brokers = append(brokers, b)
-		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = b.Start(startCtx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("starting broker %d: %w", i, err)
-		}
-	}
-	gwOpts := gateway.Options{
-		Addr:    *addr,
-		Coord:   store.Session(),
-		Version: version,
-		OpenAPI: sluice.OpenAPI,
-		Logger:  log,
-		// A small cluster on one machine: 8 partitions, not a cluster's 50.
-		OffsetsTopicPartitions: 8,
-		Auth:                   authOpts,
-		ClusterSecret:          secret,
-	}
-	limits.applyGateway(&gwOpts)
-	originf.apply(&gwOpts)
-	gw, err := gateway.New(gwOpts)
-	if err != nil {
-		return err
-	}
-	gw.Start()
-	defer gw.Close()
-
-	base := "http://" + gw.Addr()
-	if err := waitBrokers(ctx, base, *nBrokers, authOpts.BootstrapToken); err != nil {
-		return err
-	}
+	base := cl.URL()
 	if authOpts.Required {
 		fmt.Printf("Authentication is required: send Authorization: Bearer <token>.\n")
 		if madeToken != "" {
@@ -154,39 +112,6 @@ Ctrl-C stops it.
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
-}
-
-// waitBrokers polls the gateway until it sees n live brokers and a controller,
-// so that the first topic created gets its full replication factor.
-func waitBrokers(ctx context.Context, base string, n int, token string) error {
-	cl, err := client.New(base, client.WithToken(token), client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ci, err := cl.Cluster(ctx)
-		if err == nil && ci.Controller >= 0 {
-			alive := 0
-			for _, b := range ci.Brokers {
-				if b.Alive {
-					alive++
-				}
-			}
-			if alive >= n {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the gateway does not see %d brokers after 30 s", n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func envInt(name string, def int) int {

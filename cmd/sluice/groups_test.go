@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 func TestGroupCommands(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	url := "--url=" + c.URL
 	if _, err := runCLI(t, runTopics, "", "create", "events", url, "--partitions", "2"); err != nil {
 		t.Fatal(err)

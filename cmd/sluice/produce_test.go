@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // TestProduceLinesAsTheyCome: a line typed at a terminal is produced, and
 // its delivery printed, while stdin is still open: batches take what has
 // arrived rather than wait for --batch lines.
 func TestProduceLinesAsTheyCome(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := topicsCmd(ctx, clientIO{out: io.Discard, errOut: io.Discard}, []string{"create", "typed", "--url", c.URL}); err != nil {

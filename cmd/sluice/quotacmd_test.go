@@ -7,13 +7,13 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
 // TestQuotasFromTheCLI sets, lists and deletes quotas as the README shows,
 // and checks the usage errors.
 func TestQuotasFromTheCLI(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: testBootstrapToken}})
+	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: testBootstrapToken}})
 	t.Setenv("SLUICE_URL", c.URL)
 	admin := testBootstrapToken
 	mustRun := func(args ...string) string {

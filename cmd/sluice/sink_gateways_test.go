@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/gateway"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -103,9 +103,9 @@ func TestSinkTwoGatewaysOneKilled(t *testing.T) {
 
 // twoGatewayCluster starts a one-broker in-process cluster with a second
 // gateway of its own; urls are the two gateways' base URLs.
-func twoGatewayCluster(t *testing.T) (*testcluster.Cluster, []string) {
+func twoGatewayCluster(t *testing.T) (*embedtest.Cluster, []string) {
 	t.Helper()
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	sess := c.Store.Session()
 	gw2, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: sess, Version: "test", OpenAPI: sluice.OpenAPI,
 		Logger: slog.New(slog.NewTextHandler(logWriter{t, "gateway 2: "}, &slog.HandlerOptions{Level: slog.LevelWarn})), OffsetsTopicPartitions: 4})
@@ -115,6 +115,6 @@ func twoGatewayCluster(t *testing.T) (*testcluster.Cluster, []string) {
 	gw2.Start()
 	t.Cleanup(func() { gw2.Close(); sess.Close() })
 	urls := []string{c.URL, "http://" + gw2.Addr()}
-	testcluster.WaitReady(t, urls[1], 10*time.Second)
+	embedtest.WaitReady(t, urls[1], 10*time.Second)
 	return c, urls
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -379,9 +379,9 @@ func (kp *keyedProducer) stop() {
 // sinkCluster starts a one-broker in-process cluster with the topic
 // "orders" of the given partitions, and a client of its gateway; ctx ends
 // after timeout or with the test.
-func sinkCluster(t *testing.T, partitions int, timeout time.Duration) (*testcluster.Cluster, *client.Client, context.Context) {
+func sinkCluster(t *testing.T, partitions int, timeout time.Duration) (*embedtest.Cluster, *client.Client, context.Context) {
 	t.Helper()
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	cl, err := client.New(c.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/sink"
@@ -24,7 +24,7 @@ import (
 // SIGTERM; `sluice archive verify` passes on the archive and fails (exit
 // status 1) once an object is removed from the middle.
 func TestSinkS3Command(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	cl, err := client.New(c.URL)
 	if err != nil {
 		t.Fatal(err)

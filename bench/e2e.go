@@ -1,15 +1,14 @@
-package main
+package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,76 +19,86 @@ import (
 	"github.com/sluice-io/sluice/client"
 )
 
-// benchE2E is `sluice bench e2e`: end-to-end latency from a paced producer
+// E2EOptions configure E2E (`sluice bench e2e`).
+type E2EOptions struct {
+	// URL is the gateway; empty starts a cluster of Brokers for the run.
+	URL string
+	// Brokers of a started cluster. Default 3.
+	Brokers int
+	// ReplicationFactor of the created topic. Default 3.
+	ReplicationFactor int
+	// Acks of the produce requests: 0, 1 or all. Default "all".
+	Acks string
+	// Topic is created if missing. Default "bench-e2e".
+	Topic string
+	// Partitions of a created topic; one WebSocket consumer each. Default 4.
+	Partitions int
+	// Rates are the records per second to produce, each in (0, 1e6].
+	// Default 1,000 and 50,000.
+	Rates []float64
+	// Size is bytes per record value (a JSON object holding its send
+	// time), at least 40. Default 100.
+	Size int
+	// Connections is how many produce requests are in flight at most.
+	// Default 32.
+	Connections int
+	// Duration is how long each rate runs in a round. Default 5 s.
+	Duration time.Duration
+	// Rounds, each running every rate. Default 3.
+	Rounds int
+	// Processes runs the started cluster as processes of Binary (default:
+	// this process's executable), coordinated through the ZooKeeper at ZK.
+	// Default false: in this process.
+	Processes bool
+	ZK        string
+	Binary    string
+	// Results, when set, is a Markdown file the run appends its rows to.
+	Results string
+	// Out receives the figures. Default os.Stdout.
+	Out io.Writer
+}
+
+// DefaultE2E returns the defaults of E2EOptions.
+func DefaultE2E() E2EOptions {
+	return E2EOptions{Brokers: 3, ReplicationFactor: 3, Acks: "all", Topic: "bench-e2e", Partitions: 4,
+		Rates: []float64{1000, 50000}, Size: 100, Connections: 32, Duration: 5 * time.Second, Rounds: 3}
+}
+
+// E2E is `sluice bench e2e`: end-to-end latency from a paced producer
 // (acks=all) to WebSocket consumers of every partition, in one process, so
 // the produce time written into each record and the time it arrives come
-// from one clock. Each rate runs for --duration per round; rounds alternate
+// from one clock. Each rate runs for Duration per round; rounds alternate
 // the rates, and each record's latency is counted from the time it was
 // scheduled to leave, so a producer held up by a slow answer does not hide
 // the wait (no coordinated omission).
-func benchE2E(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
-	url := fs.String("url", "", "gateway base URL; empty starts a cluster (--brokers) in a temporary directory")
-	brokers := fs.Int("brokers", 3, "brokers of the started cluster")
-	rf := fs.Int("replication-factor", 3, "replication factor of the created topic")
-	acks := fs.String("acks", "all", "acks of the produce requests: 0, 1 or all")
-	topic := fs.String("topic", "bench-e2e", "topic (created if missing)")
-	partitions := fs.Int("partitions", 4, "partitions of a created topic; one WebSocket consumer each")
-	ratesFlag := fs.String("rates", "1000,50000", "records per second to produce, comma-separated")
-	size := fs.Int("size", 100, "bytes per record value (a JSON object holding its send time)")
-	conns := fs.Int("connections", 32, "produce requests in flight at most")
-	duration := fs.Duration("duration", 5*time.Second, "how long each rate runs in a round")
-	rounds := fs.Int("rounds", 3, "rounds, each running every rate")
-	processes := fs.Bool("processes", false, "run the cluster as processes of this binary (`sluice broker` and `sluice gateway`) coordinated through the ZooKeeper at --zk")
-	zk := fs.String("zk", envOr("SLUICE_TEST_ZK", ""), "--processes: ZooKeeper host:port (env SLUICE_TEST_ZK)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (producer, consumers and, without --url or --processes, the cluster) to this file")
-	results := addResultsFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var rates []float64
-	for _, r := range strings.Split(*ratesFlag, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
-		if err != nil || v <= 0 || v > 1e6 {
-			return fmt.Errorf("--rates: %q is not a rate in (0, 1e6]", r)
+func E2E(ctx context.Context, o E2EOptions) error {
+	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+	for _, v := range o.Rates {
+		if v <= 0 || v > 1e6 {
+			return fmt.Errorf("--rates: %v is not a rate in (0, 1e6]", v)
 		}
-		rates = append(rates, v)
 	}
-	if *size < 40 || *conns < 1 || *rounds < 1 || *partitions < 1 || *duration <= 0 {
+	if len(o.Rates) == 0 {
+		return errors.New("--rates: no rate")
+	}
+	if o.Size < 40 || o.Connections < 1 || o.Rounds < 1 || o.Partitions < 1 || o.Duration <= 0 {
 		return errors.New("--size must be >= 40, --connections, --rounds and --partitions >= 1, --duration > 0")
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	rates := o.Rates
+	bc, err := startCluster(ctx, clusterSpec{url: o.URL, brokers: o.Brokers, processes: o.Processes, zk: o.ZK, binary: o.Binary})
+	if err != nil {
+		return err
 	}
-	base := *url
+	defer bc.stop()
+	base := bc.url
 	where := "in one process"
 	switch {
-	case base == "" && *processes:
-		u, stop, err := startProcessCluster(ctx, *brokers, *zk)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		base, where = u, "processes + ZooKeeper"
-	case base == "":
-		u, _, stop, err := startEmbedded(*brokers, nil)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		base = u
-	default:
-		where = base
+	case o.URL != "":
+		where = o.URL
+	case o.Processes:
+		where = "processes + ZooKeeper"
 	}
-	if err := ensureTopic(base, *topic, *partitions, *rf, nil); err != nil {
+	if err := ensureTopic(base, o.Topic, o.Partitions, o.ReplicationFactor, nil); err != nil {
 		return err
 	}
 	cl, err := newClient(base)
@@ -97,30 +106,30 @@ func benchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	rcv, err := startE2EReceivers(ctx, cl, *topic, *partitions)
+	rcv, err := startE2EReceivers(ctx, cl, o.Topic, o.Partitions)
 	if err != nil {
 		return err
 	}
 	defer rcv.close()
-	p := &e2eProducer{url: base + "/v1/topics/" + *topic + "/records?acks=" + *acks, size: *size, conns: *conns}
-	fmt.Printf("e2e: produce acks=%s, replication factor %d, %d brokers (%s) → %d WebSocket consumers; %s per rate per round, %d rounds\n",
-		*acks, *rf, *brokers, where, *partitions, *duration, *rounds)
+	p := &e2eProducer{url: base + "/v1/topics/" + o.Topic + "/records?acks=" + o.Acks, size: o.Size, conns: o.Connections}
+	fmt.Fprintf(out, "e2e: produce acks=%s, replication factor %d, %d brokers (%s) → %d WebSocket consumers; %s per rate per round, %d rounds\n",
+		o.Acks, o.ReplicationFactor, o.Brokers, where, o.Partitions, o.Duration, o.Rounds)
 	// A warm-up at the first rate: connections, the first segment's pages.
 	if _, err := p.run(ctx, rcv, rates[0], time.Second); err != nil {
 		return err
 	}
-	fmt.Printf("%-6s %10s %10s %10s %10s %10s %10s %12s %12s\n", "round", "rate", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
+	fmt.Fprintf(out, "%-6s %10s %10s %10s %10s %10s %10s %12s %12s\n", "round", "rate", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
 	all := make([][]time.Duration, len(rates))
 	p99s := make([][]float64, len(rates))
-	for round := 0; round < *rounds; round++ {
+	for round := 0; round < o.Rounds; round++ {
 		for i, rate := range rates {
-			lat, err := p.run(ctx, rcv, rate, *duration)
+			lat, err := p.run(ctx, rcv, rate, o.Duration)
 			if err != nil {
 				return err
 			}
 			r := benchResult{latencies: lat}
 			r.finish()
-			fmt.Printf("%-6d %10.0f %10d %10s %10s %10s %10s %12s %12s\n", round+1, rate, len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
+			fmt.Fprintf(out, "%-6d %10.0f %10d %10s %10s %10s %10s %12s %12s\n", round+1, rate, len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
 			all[i] = append(all[i], lat...)
 			p99s[i] = append(p99s[i], float64(r.pct(0.99)))
 		}
@@ -128,14 +137,14 @@ func benchE2E(ctx context.Context, args []string) error {
 	for i, rate := range rates {
 		r := benchResult{latencies: all[i]}
 		r.finish()
-		fmt.Printf("at %.0f records/s over all rounds: p50 %s, p99 %s, p999 %s ms; median of the rounds' p99 %s ms\n",
+		fmt.Fprintf(out, "at %.0f records/s over all rounds: p50 %s, p99 %s, p999 %s ms; median of the rounds' p99 %s ms\n",
 			rate, ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(time.Duration(median(p99s[i]))))
 		aim := "—"
 		if rate <= 1000 {
 			aim = "p99 ≤ 5 ms"
 		}
-		if err := appendBenchRow(*results, benchRow{
-			scenario: fmt.Sprintf("end to end, produce acks=%s RF=%d → WebSocket, %.0f records/s (%s)", *acks, *rf, rate, where),
+		if err := appendBenchRow(o.Results, benchRow{
+			scenario: fmt.Sprintf("end to end, produce acks=%s RF=%d → WebSocket, %.0f records/s (%s)", o.Acks, o.ReplicationFactor, rate, where),
 			unit:     "ms", sluice: fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999))),
 			aim: aim}); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -20,68 +20,68 @@ import (
 // polls) with plain
 // partition fetches of the same records, in alternating rounds, and reports
 // commit latency.
-func benchGroup(ctx context.Context, c benchConfig, records int, results string) error {
-	if err := fillTopic(c, c.topic, records); err != nil {
+func benchGroup(ctx context.Context, c ThroughputOptions, records int, results string) error {
+	if err := fillTopic(c, c.Topic, records); err != nil {
 		return err
 	}
 	var t api.Topic
-	if err := getJSON(c.url+"/v1/topics/"+c.topic, &t); err != nil {
+	if err := getJSON(c.URL+"/v1/topics/"+c.Topic, &t); err != nil {
 		return err
 	}
 	var want int64
 	for _, p := range t.Partitions {
 		want += p.HighWatermark - p.LogStartOffset
 	}
-	members := min(c.connections, len(t.Partitions))
-	fmt.Printf("consume --group: %d records in %d partitions; %d members, each committing its latest cursor beside its polls, vs %d connections of plain fetches\n",
-		want, len(t.Partitions), members, c.connections)
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	members := min(c.Connections, len(t.Partitions))
+	fmt.Fprintf(c.Out, "consume --group: %d records in %d partitions; %d members, each committing its latest cursor beside its polls, vs %d connections of plain fetches\n",
+		want, len(t.Partitions), members, c.Connections)
+	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var plains, groups []float64
 	var commits []time.Duration
-	for round := 0; round < c.rounds; round++ {
+	for round := 0; round < c.Rounds; round++ {
 		plain, err := benchConsume(ctx, c)
 		if err != nil {
 			return err
 		}
-		plain.print("partition")
+		plain.print(c.Out, "partition")
 		plains = append(plains, plain.recordsPerSec)
 		res, lat, err := benchGroupRound(ctx, c, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), round), members, want)
 		if err != nil {
 			return err
 		}
-		res.print("group")
+		res.print(c.Out, "group")
 		groups = append(groups, res.recordsPerSec)
 		commits = append(commits, lat...)
 	}
 	cr := benchResult{latencies: commits}
 	cr.finish()
-	fmt.Printf("commit latency under that load, over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
+	fmt.Fprintf(c.Out, "commit latency under that load, over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
 	idle, err := benchIdleCommits(ctx, c, 500)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
-	fmt.Printf("median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
-	return appendBenchRow(results, benchRow{scenario: fmt.Sprintf("consume JSON through a group, RF=%d (commit p99 %s)", c.rf, cr.pct(0.99).Round(10*time.Microsecond)),
+	fmt.Fprintf(c.Out, "commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
+	fmt.Fprintf(c.Out, "median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
+	return appendBenchRow(results, benchRow{scenario: fmt.Sprintf("consume JSON through a group, RF=%d (commit p99 %s)", c.ReplicationFactor, cr.pct(0.99).Round(10*time.Microsecond)),
 		unit: "records/s", baseline: fmt.Sprintf("plain partition fetches %.0f", median(plains)), sluice: fmt.Sprintf("%.0f", median(groups)),
 		ratio: ratioCell(median(groups), median(plains))})
 }
 
 // fillTopic produces records into topic (acks=all) unless it holds that many.
-func fillTopic(c benchConfig, topic string, records int) error {
+func fillTopic(c ThroughputOptions, topic string, records int) error {
 	var t api.Topic
-	if err := getJSON(c.url+"/v1/topics/"+topic, &t); err != nil {
+	if err := getJSON(c.URL+"/v1/topics/"+topic, &t); err != nil {
 		return err
 	}
 	var have int64
 	for _, p := range t.Partitions {
 		have += p.HighWatermark
 	}
-	body := ndjsonBody(c.batch, c.size)
-	client := benchClient(c.connections)
+	body := ndjsonBody(c.Batch, c.Size)
+	client := benchClient(c.Connections)
 	defer client.CloseIdleConnections()
-	for n := int(have); n < records; n += c.batch {
-		resp, err := client.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+	for n := int(have); n < records; n += c.Batch {
+		resp, err := client.Post(c.URL+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func fillTopic(c benchConfig, topic string, records int) error {
 // assignment settles, then has every member poll (max 10,000 records,
 // passing each poll's cursor to the next) and commit the latest cursor
 // beside its polls until the group has read want records.
-func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, want int64) (benchResult, []time.Duration, error) {
+func benchGroupRound(ctx context.Context, c ThroughputOptions, group string, n int, want int64) (benchResult, []time.Duration, error) {
 	client := benchClient(n * 2)
 	defer client.CloseIdleConnections()
 	call := func(method, path string, in, out any) error {
@@ -107,7 +107,7 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 			b, _ := json.Marshal(in)
 			body = bytes.NewReader(b)
 		}
-		req, err := http.NewRequestWithContext(ctx, method, c.url+path, body)
+		req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
 		if err != nil {
 			return err
 		}
@@ -131,7 +131,7 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 	ids := make([]string, n)
 	for i := range ids {
 		var j api.JoinGroupResponse
-		if err := call("POST", "/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.topic}}, &j); err != nil {
+		if err := call("POST", "/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.Topic}}, &j); err != nil {
 			return benchResult{}, nil, err
 		}
 		ids[i] = j.MemberID
@@ -250,12 +250,12 @@ func benchGroupRound(ctx context.Context, c benchConfig, group string, n int, wa
 // benchIdleCommits times n commits, one after another, of a lone member of
 // a fresh group: the commit path itself (gateway, coordinator, acks=all
 // append to __consumer_offsets) without a load beside it.
-func benchIdleCommits(ctx context.Context, c benchConfig, n int) (benchResult, error) {
+func benchIdleCommits(ctx context.Context, c ThroughputOptions, n int) (benchResult, error) {
 	client := benchClient(1)
 	defer client.CloseIdleConnections()
 	post := func(path string, in, out any) error {
 		b, _ := json.Marshal(in)
-		req, err := http.NewRequestWithContext(ctx, "POST", c.url+path, bytes.NewReader(b))
+		req, err := http.NewRequestWithContext(ctx, "POST", c.URL+path, bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
@@ -276,7 +276,7 @@ func benchIdleCommits(ctx context.Context, c benchConfig, n int) (benchResult, e
 	}
 	group := fmt.Sprintf("bench-commits-%d", time.Now().UnixNano())
 	var j api.JoinGroupResponse
-	if err := post("/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.topic}}, &j); err != nil {
+	if err := post("/v1/groups/"+group+"/members", api.JoinGroupRequest{Topics: []string{c.Topic}}, &j); err != nil {
 		return benchResult{}, err
 	}
 	var res benchResult

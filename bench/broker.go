@@ -1,11 +1,12 @@
-package main
+package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,28 +16,38 @@ import (
 	"github.com/sluice-io/sluice/api"
 )
 
-// benchBroker is `sluice bench broker`: what a partition and an idle
-// connection cost a broker. It runs one broker and a gateway in this
-// process, creates --partitions single-replica partitions (each with its
-// empty log: three files, its indexes, its state), then opens
-// --connections keep-alive connections to the broker's internal port that
-// each made one request and stay idle, and reports heap, RSS, goroutines
-// and file descriptors per partition and per connection.
-func benchBroker(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench broker", flag.ContinueOnError)
-	parts := fs.Int("partitions", 2000, "partitions to create on the one broker")
-	conns := fs.Int("connections", 1000, "idle keep-alive connections to open to the broker's internal port")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *parts < 1 || *conns < 1 {
+// BrokerOptions configure Broker (`sluice bench broker`).
+type BrokerOptions struct {
+	// Partitions to create on the one broker. Default 2,000.
+	Partitions int
+	// Connections is how many idle keep-alive connections to open to the
+	// broker's internal port. Default 1,000.
+	Connections int
+	// Out receives the figures. Default os.Stdout.
+	Out io.Writer
+}
+
+// DefaultBroker returns the defaults of BrokerOptions.
+func DefaultBroker() BrokerOptions { return BrokerOptions{Partitions: 2000, Connections: 1000} }
+
+// Broker is `sluice bench broker`: what a partition and an idle connection
+// cost a broker. It runs one broker and a gateway in this process, creates
+// Partitions single-replica partitions (each with its empty log: three
+// files, its indexes, its state), then opens Connections keep-alive
+// connections to the broker's internal port that each made one request and
+// stay idle, and reports heap, RSS, goroutines and file descriptors per
+// partition and per connection.
+func Broker(ctx context.Context, o BrokerOptions) error {
+	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+	if o.Partitions < 1 || o.Connections < 1 {
 		return errors.New("--partitions and --connections must be >= 1")
 	}
-	url, stop, err := startWSBenchCluster(1)
+	cl, err := startWSBenchCluster(ctx, 1)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer cl.Close()
+	url := cl.URL()
 	var ci api.ClusterInfo
 	if err := getJSON(url+"/v1/cluster", &ci); err != nil || len(ci.Brokers) != 1 {
 		return fmt.Errorf("cluster: %+v %v", ci, err)
@@ -46,10 +57,10 @@ func benchBroker(ctx context.Context, args []string) error {
 	before := measureProcess()
 	beforeFDs := openFDs()
 	start := time.Now()
-	if err := ensureTopic(url, "bench-broker", *parts, 1, nil); err != nil {
+	if err := ensureTopic(url, "bench-broker", o.Partitions, 1, nil); err != nil {
 		return err
 	}
-	if err := waitLed(ctx, url, "bench-broker", *parts); err != nil {
+	if err := waitLed(ctx, url, "bench-broker", o.Partitions); err != nil {
 		return err
 	}
 	created := time.Since(start)
@@ -62,7 +73,7 @@ func benchBroker(ctx context.Context, args []string) error {
 			c.Close()
 		}
 	}()
-	for i := range *conns {
+	for i := range o.Connections {
 		c, err := idleConn(addr)
 		if err != nil {
 			return fmt.Errorf("connection %d: %w", i, err)
@@ -73,24 +84,24 @@ func benchBroker(ctx context.Context, args []string) error {
 	withConns := measureProcess()
 	connFDs := openFDs()
 
-	perPart := func(a, b int64) float64 { return float64(b-a) / float64(*parts) / 1024 }
-	perConn := func(a, b int64) float64 { return float64(b-a) / float64(*conns) / 1024 }
-	fmt.Printf("one broker and a gateway in this process; %d partitions created and led in %s, then %d idle keep-alive connections to the broker\n",
-		*parts, created.Round(time.Millisecond), *conns)
-	fmt.Printf("%-22s %10s %10s %11s %6s\n", "", "heap KiB", "RSS KiB", "goroutines", "fds")
+	perPart := func(a, b int64) float64 { return float64(b-a) / float64(o.Partitions) / 1024 }
+	perConn := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
+	fmt.Fprintf(out, "one broker and a gateway in this process; %d partitions created and led in %s, then %d idle keep-alive connections to the broker\n",
+		o.Partitions, created.Round(time.Millisecond), o.Connections)
+	fmt.Fprintf(out, "%-22s %10s %10s %11s %6s\n", "", "heap KiB", "RSS KiB", "goroutines", "fds")
 	for _, m := range []struct {
 		name string
 		m    processMeasure
 		fds  int
 	}{{"before", before, beforeFDs}, {"with the partitions", withParts, partFDs}, {"and the connections", withConns, connFDs}} {
-		fmt.Printf("%-22s %10d %10d %11d %6d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines, m.fds)
+		fmt.Fprintf(out, "%-22s %10d %10d %11d %6d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines, m.fds)
 	}
-	fmt.Printf("per partition: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
+	fmt.Fprintf(out, "per partition: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
 		perPart(before.heap, withParts.heap), perPart(before.rss, withParts.rss),
-		float64(withParts.goroutines-before.goroutines)/float64(*parts), float64(partFDs-beforeFDs)/float64(*parts))
-	fmt.Printf("per idle connection (both ends, the client's without a goroutine): heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
+		float64(withParts.goroutines-before.goroutines)/float64(o.Partitions), float64(partFDs-beforeFDs)/float64(o.Partitions))
+	fmt.Fprintf(out, "per idle connection (both ends, the client's without a goroutine): heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
 		perConn(withParts.heap, withConns.heap), perConn(withParts.rss, withConns.rss),
-		float64(withConns.goroutines-withParts.goroutines)/float64(*conns), float64(connFDs-partFDs)/float64(*conns))
+		float64(withConns.goroutines-withParts.goroutines)/float64(o.Connections), float64(connFDs-partFDs)/float64(o.Connections))
 	return nil
 }
 

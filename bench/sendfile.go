@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -28,15 +28,15 @@ import (
 // Both clients discard the bodies and take the next position from a header,
 // so the difference is the server side: the gateway, the hop to the broker
 // and the broker's read.
-func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir string, results string) error {
-	if err := fillTopic(c, c.topic, records); err != nil {
+func benchSendfile(ctx context.Context, c ThroughputOptions, records int, brokerDir string, results string) error {
+	if err := fillTopic(c, c.Topic, records); err != nil {
 		return err
 	}
 	var t api.Topic
-	if err := getJSON(c.url+"/v1/topics/"+c.topic, &t); err != nil {
+	if err := getJSON(c.URL+"/v1/topics/"+c.Topic, &t); err != nil {
 		return err
 	}
-	files, total, err := segmentFiles(filepath.Join(dataDir, "broker-1"), c.topic, len(t.Partitions))
+	files, total, err := segmentFiles(brokerDir, c.Topic, len(t.Partitions))
 	if err != nil {
 		return err
 	}
@@ -45,30 +45,30 @@ func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir stri
 		return err
 	}
 	defer srv.stop()
-	fmt.Printf("consume --raw: %d partitions, %.1f MB of segments, reads of 4 MiB; each round reads all of it repeatedly for %s over %d connections\n",
-		len(t.Partitions), float64(total)/1e6, c.duration, c.connections)
-	fmt.Printf("%-10s %10s %10s %10s %10s %10s %6s\n", "target", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	fmt.Fprintf(c.Out, "consume --raw: %d partitions, %.1f MB of segments, reads of 4 MiB; each round reads all of it repeatedly for %s over %d connections\n",
+		len(t.Partitions), float64(total)/1e6, c.Duration, c.Connections)
+	fmt.Fprintf(c.Out, "%-10s %10s %10s %10s %10s %10s %6s\n", "target", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var bases, sluices []float64
-	for round := 0; round < c.rounds; round++ {
+	for round := 0; round < c.Rounds; round++ {
 		base, err := rawReadLoop(ctx, c, len(t.Partitions), func(p int, pos int64) string {
 			return fmt.Sprintf("%s/segments/%d?pos=%d&max_bytes=%d", srv.url, p, pos, rawReadBytes)
 		}, func(p int) (int64, int64) { return 0, files[p].size() })
 		if err != nil {
 			return fmt.Errorf("sendfile server: %w", err)
 		}
-		base.printMB("sendfile")
+		base.printMB(c.Out, "sendfile")
 		res, err := rawReadLoop(ctx, c, len(t.Partitions), func(p int, pos int64) string {
-			return fmt.Sprintf("%s/v1/topics/%s/partitions/%d/batches?offset=%d&max_bytes=%d", c.url, c.topic, p, pos, rawReadBytes)
+			return fmt.Sprintf("%s/v1/topics/%s/partitions/%d/batches?offset=%d&max_bytes=%d", c.URL, c.Topic, p, pos, rawReadBytes)
 		}, func(p int) (int64, int64) {
 			return t.Partitions[p].LogStartOffset, t.Partitions[p].HighWatermark
 		})
 		if err != nil {
 			return fmt.Errorf("sluice: %w", err)
 		}
-		res.printMB("sluice")
+		res.printMB(c.Out, "sluice")
 		bases, sluices = append(bases, base.mbPerSec()), append(sluices, res.mbPerSec())
 	}
-	fmt.Printf("median MB/s: sendfile server %.0f, sluice %.0f; ratio sluice/sendfile: %.2f\n",
+	fmt.Fprintf(c.Out, "median MB/s: sendfile server %.0f, sluice %.0f; ratio sluice/sendfile: %.2f\n",
 		median(bases), median(sluices), median(sluices)/median(bases))
 	return appendBenchRow(results, benchRow{scenario: "consume raw /batches (hot, page cache)", unit: "MB/s",
 		baseline: fmt.Sprintf("plain sendfile HTTP server %.0f", median(bases)), sluice: fmt.Sprintf("%.0f", median(sluices)),
@@ -80,19 +80,19 @@ const rawReadBytes = 4 << 20
 
 // rawReadLoop reads every partition from start to end (positions in the
 // target's own terms: offsets or file bytes; each answer's X-Next-Offset
-// header gives the next one) over and over until c.duration has passed,
-// one goroutine per partition, at most c.connections at once.
-func rawReadLoop(ctx context.Context, c benchConfig, parts int, url func(p int, pos int64) string, bounds func(p int) (int64, int64)) (benchResult, error) {
-	client := benchClient(c.connections)
+// header gives the next one) over and over until c.Duration has passed,
+// one goroutine per partition, at most c.Connections at once.
+func rawReadLoop(ctx context.Context, c ThroughputOptions, parts int, url func(p int, pos int64) string, bounds func(p int) (int64, int64)) (benchResult, error) {
+	client := benchClient(c.Connections)
 	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, c.duration)
+	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
 	var (
 		mu       sync.Mutex
 		res      benchResult
 		wg       sync.WaitGroup
 		firstErr atomic.Pointer[error]
-		sem      = make(chan struct{}, c.connections)
+		sem      = make(chan struct{}, c.Connections)
 	)
 	start, cpu := time.Now(), startCPU()
 	fail := func(err error) { firstErr.CompareAndSwap(nil, &err) }
@@ -170,8 +170,9 @@ func rawRead(ctx context.Context, client *http.Client, url string) (int64, int64
 
 func (r *benchResult) mbPerSec() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e6 }
 
-func (r *benchResult) printMB(name string) {
-	fmt.Printf("%-10s %10.0f %10.0f %10s %10s %10.2f %6.2f\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
+// printMB writes the result as a row of the MB/s table.
+func (r *benchResult) printMB(w io.Writer, name string) {
+	fmt.Fprintf(w, "%-10s %10.0f %10.0f %10s %10s %10.2f %6.2f\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
 		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
 }
 

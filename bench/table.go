@@ -1,7 +1,6 @@
-package main
+package bench
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -20,13 +19,6 @@ type benchRow struct {
 
 // benchResultsHeader opens the table a --results file collects.
 const benchResultsHeader = "| scenario | unit | baseline (median) | sluice (median) | ratio | aim |\n|---|---|---|---|---|---|\n"
-
-// addResultsFlag registers --results: a Markdown file the scenario appends
-// its row to (after the table's header when the file does not end in a
-// table row: new, empty, or ending in a line of text).
-func addResultsFlag(fs *flag.FlagSet) *string {
-	return fs.String("results", "", "append this run's figures as a row of a Markdown table to this file (make bench collects every scenario in bench-results.md)")
-}
 
 // appendBenchRow writes row to path, after the header when the file does
 // not end in a table row; an empty path writes nothing.

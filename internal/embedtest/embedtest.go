@@ -1,21 +1,21 @@
-// Package testcluster starts an in-process Sluice cluster for tests: an
-// in-process coordinator, brokers with their real internal HTTP APIs on
-// loopback ports, and a gateway. Logs go to t.Log.
-package testcluster
+// Package embedtest starts an in-process Sluice cluster for tests: the
+// cluster of package embedded (an in-process coordinator, brokers with their
+// real internal HTTP APIs on loopback ports, a gateway) in t.TempDir(), with
+// its logs in t.Log, brokers that crash the test binary on a panic in a
+// background loop, and a Close when the test ends. Tests of real processes
+// are in internal/clustertest.
+package embedtest
 
 import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -29,10 +29,8 @@ type Cluster struct {
 	// URL is the gateway's base URL, http://127.0.0.1:PORT.
 	URL string
 
-	t        testing.TB
-	opts     Options
-	log      *slog.Logger
-	sessions []*coord.MemSession
+	t  testing.TB
+	cl *embedded.Cluster
 }
 
 // Options tune Start.
@@ -69,12 +67,14 @@ type Options struct {
 	LogTo io.Writer
 }
 
-// Start starts a cluster and stops it when the test ends.
+// startTimeout bounds each broker's start and the wait for readiness.
+const startTimeout = 10 * time.Second
+
+// Start starts a cluster and stops it when the test ends. The coordinator's
+// state is kept in DataDir, so a second Start on the same DataDir finds the
+// first one's topics.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if opts.Brokers == 0 {
-		opts.Brokers = 1
-	}
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
@@ -82,30 +82,44 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.LogTo != nil {
 		logw = io.MultiWriter(logw, opts.LogTo)
 	}
-	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	store, err := coord.NewMemStore(coord.MemOptions{Path: filepath.Join(opts.DataDir, "coord.json")})
+	cl, err := embedded.Start(context.Background(), embedded.Options{
+		Brokers:      opts.Brokers,
+		DataDir:      opts.DataDir,
+		PersistCoord: true,
+		Bucket:       opts.Bucket,
+		Logger:       slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		StartTimeout: startTimeout,
+		Broker: func(id int, o *broker.Options) {
+			o.CrashOnPanic = true
+			o.ReplicaLagTimeMax, o.LeaderRebalanceInterval = opts.ReplicaLagTimeMax, opts.LeaderRebalanceInterval
+			o.TierInterval, o.OrphanGrace = opts.TierInterval, opts.OrphanGrace
+			o.GroupLagInterval, o.CleanerInterval = opts.GroupLagInterval, opts.CleanerInterval
+			o.MaxPartitionsPerBroker = opts.MaxPartitionsPerBroker
+			o.ClusterSecret = opts.ClusterSecret
+			o.Auth = opts.BrokerAuth
+			if opts.WrapCoord != nil {
+				o.Coord = opts.WrapCoord(id, o.Coord)
+			}
+		},
+		Gateway: func(o *gateway.Options) {
+			o.Version = "test"
+			o.OffsetsTopicPartitions = 4
+			o.Auth = opts.GatewayAuth
+			o.ClusterSecret = opts.ClusterSecret
+			if opts.TuneGateway != nil {
+				opts.TuneGateway(o)
+			}
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Store: store, t: t, opts: opts, log: log,
-		Brokers: make([]*broker.Broker, opts.Brokers), sessions: make([]*coord.MemSession, opts.Brokers)}
+	c := &Cluster{Store: cl.Store(), Gateway: cl.Gateway(), URL: cl.URL(), t: t, cl: cl,
+		Brokers: make([]*broker.Broker, cl.Brokers())}
+	for i := range c.Brokers {
+		c.Brokers[i] = cl.Broker(i + 1)
+	}
 	t.Cleanup(func() { c.Stop(t) })
-	for i := 1; i <= opts.Brokers; i++ {
-		c.StartBroker(i)
-	}
-	gwOpts := gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), Version: "test", OpenAPI: sluice.OpenAPI, Logger: log, OffsetsTopicPartitions: 4,
-		Auth: opts.GatewayAuth, ClusterSecret: opts.ClusterSecret}
-	if opts.TuneGateway != nil {
-		opts.TuneGateway(&gwOpts)
-	}
-	gw, err := gateway.New(gwOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start()
-	c.Gateway = gw
-	c.URL = "http://" + gw.Addr()
-	WaitReady(t, c.URL, 10*time.Second)
 	return c
 }
 
@@ -113,77 +127,40 @@ func Start(t testing.TB, opts Options) *Cluster {
 // coordinator session and a new port.
 func (c *Cluster) StartBroker(id int) {
 	c.t.Helper()
-	sess := c.Store.Session()
-	var bc coord.Coordinator = sess
-	if c.opts.WrapCoord != nil {
-		bc = c.opts.WrapCoord(id, sess)
-	}
-	b, err := broker.New(broker.Options{
-		ID: int32(id), DataDir: filepath.Join(c.opts.DataDir, "broker-"+strconv.Itoa(id)),
-		Coord: bc, Logger: c.log, CrashOnPanic: true,
-		ReplicaLagTimeMax: c.opts.ReplicaLagTimeMax, LeaderRebalanceInterval: c.opts.LeaderRebalanceInterval,
-		Bucket: c.opts.Bucket, TierInterval: c.opts.TierInterval, OrphanGrace: c.opts.OrphanGrace,
-		GroupLagInterval: c.opts.GroupLagInterval, CleanerInterval: c.opts.CleanerInterval,
-		MaxPartitionsPerBroker: c.opts.MaxPartitionsPerBroker,
-		ClusterSecret:          c.opts.ClusterSecret,
-		Auth:                   c.opts.BrokerAuth,
-	})
-	if err != nil {
+	if err := c.cl.StartBroker(context.Background(), id); err != nil {
 		c.t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		c.t.Fatal(err)
-	}
-	c.Brokers[id-1], c.sessions[id-1] = b, sess
+	c.Brokers[id-1] = c.cl.Broker(id)
 }
 
 // StopBroker closes broker id and its coordinator session, so the cluster
 // sees it leave at once (as after a session expiry).
 func (c *Cluster) StopBroker(id int) {
 	c.t.Helper()
-	if b := c.Brokers[id-1]; b != nil {
-		if err := b.Close(); err != nil {
-			c.t.Errorf("closing broker %d: %v", id, err)
-		}
-		c.sessions[id-1].Close()
-		c.Brokers[id-1], c.sessions[id-1] = nil, nil
+	if err := c.cl.StopBroker(id); err != nil {
+		c.t.Error(err)
 	}
+	c.Brokers[id-1] = nil
 }
 
 // Stop closes the gateway, the brokers (flushing their logs) and the
 // coordinator. It is safe to call more than once.
 func (c *Cluster) Stop(t testing.TB) {
-	if c.Gateway != nil {
-		c.Gateway.Close()
-		c.Gateway = nil
+	t.Helper()
+	if err := c.cl.Close(); err != nil {
+		t.Error(err)
 	}
-	for i := range c.Brokers {
-		c.StopBroker(i + 1)
-	}
-	if c.Store != nil {
-		c.Store.Close()
-		c.Store = nil
-	}
+	c.Gateway, c.Store = nil, nil
+	clear(c.Brokers)
 }
 
 // WaitReady polls GET /readyz until it answers 200 or the timeout passes.
 func WaitReady(t testing.TB, base string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %s (last error %v)", base, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := embedded.WaitReady(ctx, base); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,26 +20,26 @@ const redisReadCount = 1000
 // rounds. The topic is filled once and copied into one stream per
 // partition; each round reads everything from the start, one connection
 // per partition (at most --connections at once) on both sides.
-func benchConsumeRedis(ctx context.Context, c benchConfig, records int, redisURL, results string) error {
+func benchConsumeRedis(ctx context.Context, c ThroughputOptions, records int, redisURL, results string) error {
 	ropts, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return fmt.Errorf("--redis: %w", err)
 	}
-	ropts.PoolSize = c.connections
+	ropts.PoolSize = c.Connections
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", ropts.Addr, err)
 	}
-	if err := fillTopic(c, c.topic, records); err != nil {
+	if err := fillTopic(c, c.Topic, records); err != nil {
 		return err
 	}
-	cl, err := newClient(c.url)
+	cl, err := newClient(c.URL)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	recs, err := readTopic(ctx, cl, c.topic)
+	recs, err := readTopic(ctx, cl, c.Topic)
 	if err != nil {
 		return err
 	}
@@ -60,21 +60,21 @@ func benchConsumeRedis(ctx context.Context, c benchConfig, records int, redisURL
 			}
 		}
 	}
-	fmt.Printf("consume --baseline redis: %d records of %d bytes in %d partitions / streams; reads of %d records over %d connections; Redis at %s\n",
-		len(recs), c.size, len(streams), redisReadCount, c.connections, ropts.Addr)
-	fmt.Printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	fmt.Fprintf(c.Out, "consume --baseline redis: %d records of %d bytes in %d partitions / streams; reads of %d records over %d connections; Redis at %s\n",
+		len(recs), c.Size, len(streams), redisReadCount, c.Connections, ropts.Addr)
+	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	cc := c
 	cc.fetchRecords = redisReadCount
 	var bases, sluices []float64
-	for round := 0; round < c.rounds; round++ {
-		base, err := benchXREAD(ctx, rdb, streams, c.connections)
+	for round := 0; round < c.Rounds; round++ {
+		base, err := benchXREAD(ctx, rdb, streams, c.Connections)
 		if err != nil {
 			return err
 		}
 		if base.records != int64(len(recs)) {
 			return fmt.Errorf("XREAD read %d records of %d", base.records, len(recs))
 		}
-		base.print("redis")
+		base.print(c.Out, "redis")
 		res, err := benchConsume(ctx, cc)
 		if err != nil {
 			return err
@@ -82,10 +82,10 @@ func benchConsumeRedis(ctx context.Context, c benchConfig, records int, redisURL
 		if res.records != int64(len(recs)) {
 			return fmt.Errorf("sluice read %d records of %d", res.records, len(recs))
 		}
-		res.print("sluice")
+		res.print(c.Out, "sluice")
 		bases, sluices = append(bases, base.recordsPerSec), append(sluices, res.recordsPerSec)
 	}
-	fmt.Printf("median records/s: Redis XREAD %.0f, sluice %.0f; ratio sluice/redis: %.2f\n",
+	fmt.Fprintf(c.Out, "median records/s: Redis XREAD %.0f, sluice %.0f; ratio sluice/redis: %.2f\n",
 		median(bases), median(sluices), median(sluices)/median(bases))
 	return appendBenchRow(results, benchRow{scenario: "consume JSON /records", unit: "records/s",
 		baseline: fmt.Sprintf("Redis XREAD COUNT %d %.0f", redisReadCount, median(bases)), sluice: fmt.Sprintf("%.0f", median(sluices)),

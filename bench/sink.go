@@ -1,19 +1,17 @@
-package main
+package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -26,103 +24,109 @@ import (
 	"github.com/sluice-io/sluice/tier"
 )
 
-// sinkBenchConfig is what `sluice bench sink redis|s3` drives.
-type sinkBenchConfig struct {
-	url         string
-	topic       string
-	partitions  int
-	records     int
-	size        int
-	pollRecords int
-	rounds      int
-	results     string
+// SinkOptions configure SinkRedis and SinkS3 (`sluice bench sink redis|s3`).
+type SinkOptions struct {
+	// URL is the gateway; empty starts a one-broker cluster in this process.
+	URL string
+	// Topic is created and filled if missing. Default "bench-sink".
+	Topic string
+	// Partitions of a created topic. Default 4.
+	Partitions int
+	// Records in the topic. Default 200,000.
+	Records int
+	// Size is bytes of each record's value (random letters in a JSON
+	// object), at least 8. Default 100.
+	Size int
+	// PollRecords is records per sink poll. Default 2,000.
+	PollRecords int
+	// Rounds, each running the sink and then the baseline. Default 3.
+	Rounds int
+	// Redis, for SinkRedis, is the URL of the Redis to write to; keys go
+	// under sluice-bench:. Default "redis://127.0.0.1:6379/0".
+	Redis string
+	// Bucket, for SinkS3, is the S3 bucket to write to; required, not
+	// closed.
+	Bucket *tier.S3
+	// MaxRecords, for SinkS3, is records per object. Default 20,000.
+	MaxRecords int
+	// Results, when set, is a Markdown file the run appends its row to.
+	Results string
+	// Out receives the figures. Default os.Stdout.
+	Out io.Writer
 }
 
-// benchSink is `sluice bench sink redis|s3`: a topic is filled once; then,
-// in alternating rounds of one run, a sink writes all of it to the store
-// with a fresh group and key prefix, and the baseline writes the same data
-// to the same server without Sluice: XADD pipelines as deep as the sink's
-// scripts (Redis), or PUTs of the objects the sink made (S3).
-func benchSink(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "redis" && args[0] != "s3") {
-		return errors.New("usage: sluice bench sink redis|s3 [flags]")
+// DefaultSink returns the defaults of SinkOptions.
+func DefaultSink() SinkOptions {
+	return SinkOptions{Topic: "bench-sink", Partitions: 4, Records: 200000, Size: 100, PollRecords: 2000, Rounds: 3,
+		Redis: "redis://127.0.0.1:6379/0", MaxRecords: 20000}
+}
+
+// SinkRedis is `sluice bench sink redis`: a topic is filled once; then, in
+// alternating rounds of one run, the Redis sink (stream mode) writes all of
+// it with a fresh group and key prefix, and the baseline writes the same
+// records to the same Redis without Sluice: XADD pipelines as deep as the
+// sink's scripts.
+func SinkRedis(ctx context.Context, c SinkOptions) error {
+	ropts, err := redis.ParseURL(c.Redis)
+	if err != nil {
+		return fmt.Errorf("--redis: %w", err)
 	}
-	kind := args[0]
-	fs := flag.NewFlagSet("bench sink "+kind, flag.ContinueOnError)
-	var c sinkBenchConfig
-	fs.StringVar(&c.url, "url", "", "gateway base URL; empty starts an embedded one-broker cluster in a temporary directory")
-	fs.StringVar(&c.topic, "topic", "bench-sink", "topic (created and filled if missing)")
-	fs.IntVar(&c.partitions, "partitions", 4, "partitions of a created topic")
-	fs.IntVar(&c.records, "records", 200000, "records in the topic")
-	fs.IntVar(&c.size, "size", 100, "bytes of each record's value (random letters in a JSON object)")
-	fs.IntVar(&c.pollRecords, "poll-records", 2000, "records per sink poll")
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds, each running the sink then the baseline")
-	redisURL := fs.String("redis", envOr("SLUICE_REDIS_URL", "redis://127.0.0.1:6379/0"), "redis: the Redis to write to (env SLUICE_REDIS_URL); keys under sluice-bench:")
-	s3 := addS3Flags(fs)
-	maxRecords := fs.Int("max-records", 20000, "s3: records per object")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (the sink and, without --url, the cluster) to this file")
-	results := addResultsFlag(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	return runSink(ctx, c, func(c SinkOptions, cl *client.Client, total int64) error {
+		return benchSinkRedis(ctx, c, cl, ropts, total)
+	})
+}
+
+// SinkS3 is `sluice bench sink s3`: as SinkRedis, with the S3 archive sink
+// against PUTs of the very objects it made, to the same bucket.
+func SinkS3(ctx context.Context, c SinkOptions) error {
+	if c.Bucket == nil {
+		return errors.New("--s3-endpoint is required")
 	}
-	c.results = *results
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	if c.MaxRecords < 1 {
+		return errors.New("--max-records must be >= 1")
 	}
-	if c.records < 1 || c.size < 8 || c.pollRecords < 1 || c.rounds < 1 || c.partitions < 1 {
+	return runSink(ctx, c, func(c SinkOptions, cl *client.Client, total int64) error {
+		return benchSinkS3(ctx, c, cl, c.Bucket, c.MaxRecords, total)
+	})
+}
+
+// runSink validates c, starts a cluster unless c.URL names one, fills the
+// topic and runs the scenario with c completed (URL, Out), a client of the
+// gateway and the topic's record count.
+func runSink(ctx context.Context, c SinkOptions, run func(c SinkOptions, cl *client.Client, total int64) error) error {
+	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
+	if c.Records < 1 || c.Size < 8 || c.PollRecords < 1 || c.Rounds < 1 || c.Partitions < 1 {
 		return errors.New("--records, --partitions, --poll-records and --rounds must be >= 1, --size >= 8")
 	}
-	if c.url == "" {
-		url, _, stop, err := startEmbedded(1, nil)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		c.url = url
-	}
-	if err := ensureTopic(c.url, c.topic, c.partitions, 1, nil); err != nil {
+	bc, err := startCluster(ctx, clusterSpec{url: c.URL, brokers: 1})
+	if err != nil {
 		return err
 	}
-	if err := fillSinkTopic(c, c.topic); err != nil {
+	defer bc.stop()
+	c.URL = bc.url
+	if err := ensureTopic(c.URL, c.Topic, c.Partitions, 1, nil); err != nil {
 		return err
 	}
-	cl, err := newClient(c.url)
+	if err := fillSinkTopic(c, c.Topic); err != nil {
+		return err
+	}
+	cl, err := newClient(c.URL)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	total, err := topicRecords(ctx, cl, c.topic)
+	total, err := topicRecords(ctx, cl, c.Topic)
 	if err != nil {
 		return err
 	}
-	if kind == "redis" {
-		ropts, err := redis.ParseURL(*redisURL)
-		if err != nil {
-			return fmt.Errorf("--redis: %w", err)
-		}
-		return benchSinkRedis(ctx, c, cl, ropts, total)
-	}
-	bkt, err := s3.openS3(ctx)
-	if err != nil {
-		return err
-	}
-	defer bkt.Close()
-	return benchSinkS3(ctx, c, cl, bkt, *maxRecords, total)
+	return run(c, cl, total)
 }
 
-// fillSinkTopic produces records into topic until it holds c.records:
-// keys k0..k999, values {"n":i,"s":"<random letters>"} of c.size bytes.
-func fillSinkTopic(c sinkBenchConfig, topic string) error {
+// fillSinkTopic produces records into topic until it holds c.Records:
+// keys k0..k999, values {"n":i,"s":"<random letters>"} of c.Size bytes.
+func fillSinkTopic(c SinkOptions, topic string) error {
 	var t api.Topic
-	if err := getJSON(c.url+"/v1/topics/"+topic, &t); err != nil {
+	if err := getJSON(c.URL+"/v1/topics/"+topic, &t); err != nil {
 		return err
 	}
 	var have int64
@@ -133,17 +137,17 @@ func fillSinkTopic(c sinkBenchConfig, topic string) error {
 	hc := benchClient(4)
 	defer hc.CloseIdleConnections()
 	const batch = 1000
-	for n := int(have); n < c.records; n += batch {
+	for n := int(have); n < c.Records; n += batch {
 		var b bytes.Buffer
 		for i := n; i < n+batch; i++ {
 			head := fmt.Sprintf(`{"n":%d,"s":"`, i)
-			letters := make([]byte, max(1, c.size-len(head)-2))
+			letters := make([]byte, max(1, c.Size-len(head)-2))
 			for j := range letters {
 				letters[j] = 'a' + byte(rng.IntN(26))
 			}
 			fmt.Fprintf(&b, `{"key":"k%d","value":%s%s"}}`+"\n", i%1000, head, letters)
 		}
-		resp, err := hc.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", &b)
+		resp, err := hc.Post(c.URL+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", &b)
 		if err != nil {
 			return err
 		}
@@ -171,15 +175,15 @@ func topicRecords(ctx context.Context, cl *client.Client, topic string) (int64, 
 
 // runSinkToEnd runs a sink over store with a fresh group until it has
 // written want records, and returns how long that took and its totals.
-func runSinkToEnd(ctx context.Context, c sinkBenchConfig, store sink.Store, group string, want int64) (time.Duration, sink.Stats, error) {
-	cl, err := newClient(c.url)
+func runSinkToEnd(ctx context.Context, c SinkOptions, store sink.Store, group string, want int64) (time.Duration, sink.Stats, error) {
+	cl, err := newClient(c.URL)
 	if err != nil {
 		return 0, sink.Stats{}, err
 	}
 	defer cl.Close()
-	s, err := sink.New(cl, sink.Options{Group: group, Topics: []string{c.topic}, Store: store, MaxRecords: c.pollRecords,
+	s, err := sink.New(cl, sink.Options{Group: group, Topics: []string{c.Topic}, Store: store, MaxRecords: c.PollRecords,
 		MaxWait: 100 * time.Millisecond, LagInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: warnLogger()})
 	if err != nil {
 		return 0, sink.Stats{}, err
 	}
@@ -213,22 +217,22 @@ func runSinkToEnd(ctx context.Context, c sinkBenchConfig, store sink.Store, grou
 // pipelines of the same records, as deep as the sink's scripts were on
 // average, on one connection to the same Redis; and with redis-benchmark's
 // XADD at that depth when it is installed.
-func benchSinkRedis(ctx context.Context, c sinkBenchConfig, cl *client.Client, ropts *redis.Options, total int64) error {
+func benchSinkRedis(ctx context.Context, c SinkOptions, cl *client.Client, ropts *redis.Options, total int64) error {
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", ropts.Addr, err)
 	}
-	recs, err := readTopic(ctx, cl, c.topic)
+	recs, err := readTopic(ctx, cl, c.Topic)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("sink redis: %d records of %d bytes in %d partitions, polls of %d records, %d rounds; Redis at %s\n",
-		total, c.size, c.partitions, c.pollRecords, c.rounds, ropts.Addr)
-	fmt.Printf("%-6s %14s %10s %14s %10s %16s\n", "round", "sink rec/s", "depth", "XADD rec/s", "ratio", "reads only rec/s")
+	fmt.Fprintf(c.Out, "sink redis: %d records of %d bytes in %d partitions, polls of %d records, %d rounds; Redis at %s\n",
+		total, c.Size, c.Partitions, c.PollRecords, c.Rounds, ropts.Addr)
+	fmt.Fprintf(c.Out, "%-6s %14s %10s %14s %10s %16s\n", "round", "sink rec/s", "depth", "XADD rec/s", "ratio", "reads only rec/s")
 	var sinkRates, xaddRates, readRates []float64
 	depth := 0
-	for round := range c.rounds {
+	for round := range c.Rounds {
 		prefix := fmt.Sprintf("sluice-bench:%d:%d:", time.Now().UnixNano(), round)
 		store, err := sink.NewRedisStore(rdb, sink.RedisOptions{Group: "bench", Prefix: prefix})
 		if err != nil {
@@ -254,21 +258,21 @@ func benchSinkRedis(ctx context.Context, c sinkBenchConfig, cl *client.Client, r
 			return err
 		}
 		sinkRates, xaddRates, readRates = append(sinkRates, sinkRate), append(xaddRates, xaddRate), append(readRates, readRate)
-		fmt.Printf("%-6d %14.0f %10d %14.0f %10.2f %16.0f\n", round+1, sinkRate, depth, xaddRate, sinkRate/xaddRate, readRate)
+		fmt.Fprintf(c.Out, "%-6d %14.0f %10d %14.0f %10.2f %16.0f\n", round+1, sinkRate, depth, xaddRate, sinkRate/xaddRate, readRate)
 	}
-	fmt.Printf("median records/s: sink %.0f, XADD pipelines of %d %.0f; ratio sink/XADD: %.2f\n",
+	fmt.Fprintf(c.Out, "median records/s: sink %.0f, XADD pipelines of %d %.0f; ratio sink/XADD: %.2f\n",
 		median(sinkRates), depth, median(xaddRates), median(sinkRates)/median(xaddRates))
-	fmt.Printf("median records/s of the sink's reads alone (a store that writes nothing): %.0f; ratio sink/reads: %.2f\n",
+	fmt.Fprintf(c.Out, "median records/s of the sink's reads alone (a store that writes nothing): %.0f; ratio sink/reads: %.2f\n",
 		median(readRates), median(sinkRates)/median(readRates))
 	if rb, err := exec.LookPath("redis-benchmark"); err == nil {
-		rate, err := redisBenchmarkXADD(ctx, rb, ropts.Addr, depth, c.size, min(total, 1_000_000))
+		rate, err := redisBenchmarkXADD(ctx, rb, ropts.Addr, depth, c.Size, min(total, 1_000_000))
 		if err != nil {
 			return err
 		}
-		fmt.Printf("redis-benchmark XADD (-c 1 -P %d, %d-byte value): %.0f requests/s; ratio sink/redis-benchmark: %.2f\n",
-			depth, c.size, rate, median(sinkRates)/rate)
+		fmt.Fprintf(c.Out, "redis-benchmark XADD (-c 1 -P %d, %d-byte value): %.0f requests/s; ratio sink/redis-benchmark: %.2f\n",
+			depth, c.Size, rate, median(sinkRates)/rate)
 	}
-	return appendBenchRow(c.results, benchRow{scenario: "sink redis (exactly once)", unit: "records/s",
+	return appendBenchRow(c.Results, benchRow{scenario: "sink redis (exactly once)", unit: "records/s",
 		baseline: fmt.Sprintf("XADD pipelines of %d %.0f", depth, median(xaddRates)), sluice: fmt.Sprintf("%.0f", median(sinkRates)),
 		ratio: ratioCell(median(sinkRates), median(xaddRates))})
 }
@@ -356,12 +360,12 @@ func deleteKeys(ctx context.Context, rdb *redis.Client, pattern string) error {
 
 // benchSinkS3 compares the S3 archive sink with PUTs of the very objects
 // it created (same sizes, same bytes) to the same server, one at a time.
-func benchSinkS3(ctx context.Context, c sinkBenchConfig, cl *client.Client, bkt *tier.S3, maxRecords int, total int64) error {
-	fmt.Printf("sink s3: %d records of %d bytes in %d partitions, polls of %d records, objects of %d records, %d rounds\n",
-		total, c.size, c.partitions, c.pollRecords, maxRecords, c.rounds)
-	fmt.Printf("%-6s %8s %12s %12s %12s %12s %8s %12s %16s\n", "round", "objects", "avg bytes", "sink MB/s", "NDJSON MB/s", "PUT MB/s", "ratio", "sink rec/s", "reads only rec/s")
+func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tier.S3, maxRecords int, total int64) error {
+	fmt.Fprintf(c.Out, "sink s3: %d records of %d bytes in %d partitions, polls of %d records, objects of %d records, %d rounds\n",
+		total, c.Size, c.Partitions, c.PollRecords, maxRecords, c.Rounds)
+	fmt.Fprintf(c.Out, "%-6s %8s %12s %12s %12s %12s %8s %12s %16s\n", "round", "objects", "avg bytes", "sink MB/s", "NDJSON MB/s", "PUT MB/s", "ratio", "sink rec/s", "reads only rec/s")
 	var sinkRates, putRates, recRates, readRates []float64
-	for round := range c.rounds {
+	for round := range c.Rounds {
 		prefix := fmt.Sprintf("sluice-bench/%d-%d", time.Now().UnixNano(), round)
 		if err := sink.ProbeConditionalWrites(ctx, bkt, prefix); err != nil {
 			return err
@@ -374,7 +378,7 @@ func benchSinkS3(ctx context.Context, c sinkBenchConfig, cl *client.Client, bkt 
 		// The last object of each partition is short; the sink is done when
 		// every full object is stored.
 		var want int64
-		t, err := cl.GetTopic(ctx, c.topic)
+		t, err := cl.GetTopic(ctx, c.Topic)
 		if err != nil {
 			return err
 		}
@@ -420,14 +424,14 @@ func benchSinkS3(ctx context.Context, c sinkBenchConfig, cl *client.Client, bkt 
 			return err
 		}
 		sinkRates, putRates, recRates, readRates = append(sinkRates, sinkRate), append(putRates, putRate), append(recRates, recRate), append(readRates, readRate)
-		fmt.Printf("%-6d %8d %12d %12.1f %12.1f %12.1f %8.2f %12.0f %16.0f\n", round+1, st.Objects, st.Bytes/max(st.Objects, 1),
+		fmt.Fprintf(c.Out, "%-6d %8d %12d %12.1f %12.1f %12.1f %8.2f %12.0f %16.0f\n", round+1, st.Objects, st.Bytes/max(st.Objects, 1),
 			sinkRate, rawRate, putRate, sinkRate/putRate, recRate, readRate)
 	}
-	fmt.Printf("median MB/s (gzipped object bytes): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
+	fmt.Fprintf(c.Out, "median MB/s (gzipped object bytes): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
 		median(sinkRates), median(putRates), median(sinkRates)/median(putRates))
-	fmt.Printf("median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
+	fmt.Fprintf(c.Out, "median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
 		median(recRates), median(readRates), median(recRates)/median(readRates))
-	return appendBenchRow(c.results, benchRow{scenario: "sink s3 (exactly once, gzipped objects)", unit: "MB/s",
+	return appendBenchRow(c.Results, benchRow{scenario: "sink s3 (exactly once, gzipped objects)", unit: "MB/s",
 		baseline: fmt.Sprintf("plain PUTs of the same objects %.1f", median(putRates)), sluice: fmt.Sprintf("%.1f", median(sinkRates)),
 		ratio: ratioCell(median(sinkRates), median(putRates))})
 }
@@ -448,7 +452,7 @@ func deletePrefix(ctx context.Context, bkt *tier.S3, prefix string) error {
 
 // benchSinkReads runs the sink with a store that writes nothing, to the
 // same record count: the rate its reads (group polls) allow.
-func benchSinkReads(ctx context.Context, c sinkBenchConfig, want int64) (float64, error) {
+func benchSinkReads(ctx context.Context, c SinkOptions, want int64) (float64, error) {
 	elapsed, st, err := runSinkToEnd(ctx, c, discardStore{}, fmt.Sprintf("bench-sink-reads-%d", time.Now().UnixNano()), want)
 	if err != nil {
 		return 0, err

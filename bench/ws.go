@@ -1,19 +1,17 @@
-package main
+package bench
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -24,43 +22,61 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/gateway"
 )
 
-// benchWS is `sluice bench ws`: what an idle WebSocket consumer costs a
-// gateway. It runs an embedded cluster (one broker and a gateway) in this
-// process and opens --connections idle partition streams from a child
-// process (this binary again, with --client), so that the clients' memory
-// is not counted; it reports the process's heap and RSS, and goroutines,
-// per connection, and the delivery latency of a new record to one more
-// consumer while the idle ones are open.
-func benchWS(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench ws", flag.ContinueOnError)
-	n := fs.Int("connections", 10_000, "idle WebSocket consumers to open")
-	credit := fs.Int("credit", 0, "credit each consumer grants; with credit an idle stream waits on its partition's shared long poll (one per partition, not one per stream), without it it only answers pings")
-	partitions := fs.Int("partitions", 8, "partitions of the topic the consumers spread over")
-	groups := fs.Int("groups", 0, "with N > 0, the consumers are WebSocket members of N consumer groups (bench-ws-0 …), each group sharing the partitions among its members, instead of partition streams")
-	hold := fs.Duration("hold", 3*time.Second, "how long the consumers stay open before memory is measured")
-	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *client != "" {
-		return benchWSClient(*client, *n, *credit, *partitions, *groups)
-	}
-	if *n < 1 || *partitions < 1 || *groups < 0 {
+// WSOptions configure WS and WSClient (`sluice bench ws`).
+type WSOptions struct {
+	// Connections is how many idle WebSocket consumers to open. Default
+	// 10,000.
+	Connections int
+	// Credit each consumer grants; with credit an idle stream waits on its
+	// partition's shared long poll (one per partition, not one per
+	// stream), without it it only answers pings. Default 0.
+	Credit int
+	// Partitions of the topic the consumers spread over. Default 8.
+	Partitions int
+	// Groups, when above 0, makes the consumers WebSocket members of that
+	// many consumer groups (bench-ws-0 …), each group sharing the
+	// partitions among its members, instead of partition streams. Default 0.
+	Groups int
+	// Hold is how long the consumers stay open before memory is measured.
+	// Default 3 s.
+	Hold time.Duration
+	// Binary is the sluice binary whose `sluice bench ws --client` opens
+	// the consumers in a child process. Default: this process's executable.
+	Binary string
+	// Out receives the figures (WSClient: its "ready" line). Default
+	// os.Stdout.
+	Out io.Writer
+}
+
+// DefaultWS returns the defaults of WSOptions.
+func DefaultWS() WSOptions {
+	return WSOptions{Connections: 10_000, Partitions: 8, Hold: 3 * time.Second}
+}
+
+// WS is `sluice bench ws`: what an idle WebSocket consumer costs a gateway.
+// It runs an embedded cluster (one broker and a gateway) in this process and
+// opens Connections idle partition streams from a child process (Binary's
+// `sluice bench ws --client`, which runs WSClient), so that the clients'
+// memory is not counted; it reports the process's heap and RSS, and
+// goroutines, per connection, and the delivery latency of a new record to
+// one more consumer while the idle ones are open.
+func WS(ctx context.Context, o WSOptions) error {
+	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 {
 		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
 	}
-	url, stop, err := startWSBenchCluster(*n)
+	cl, err := startWSBenchCluster(ctx, o.Connections)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	if err := ensureTopic(url, "bench-ws", *partitions, 1, nil); err != nil {
+	defer cl.Close()
+	url := cl.URL()
+	if err := ensureTopic(url, "bench-ws", o.Partitions, 1, nil); err != nil {
 		return err
 	}
 	// A consumer that is not idle: it measures how soon a new record
@@ -76,12 +92,14 @@ func benchWS(ctx context.Context, args []string) error {
 	}
 	before := measureProcess()
 
-	exe, err := os.Executable()
-	if err != nil {
-		return err
+	exe := o.Binary
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
 	}
-	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(*n),
-		"--credit", strconv.Itoa(*credit), "--partitions", strconv.Itoa(*partitions), "--groups", strconv.Itoa(*groups))
+	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(o.Connections),
+		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -106,7 +124,7 @@ func benchWS(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(*hold)
+	time.Sleep(o.Hold)
 	during := measureProcess()
 	lat, err := probeLatency(ctx, url, probe, 10)
 	if err != nil {
@@ -125,69 +143,42 @@ func benchWS(ctx context.Context, args []string) error {
 	time.Sleep(time.Second)
 	after := measureProcess()
 
-	per := func(a, b int64) float64 { return float64(b-a) / float64(*n) / 1024 }
+	per := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
 	kind := "partition streams"
-	if *groups > 0 {
-		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", *groups)
+	if o.Groups > 0 {
+		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", o.Groups)
 	}
-	fmt.Printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
-		*n, kind, *credit, *partitions, opened.Round(time.Millisecond), open-1)
-	fmt.Printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
+	fmt.Fprintf(out, "%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+		o.Connections, kind, o.Credit, o.Partitions, opened.Round(time.Millisecond), open-1)
+	fmt.Fprintf(out, "%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
 	for _, m := range []struct {
 		name string
 		m    processMeasure
 	}{{"before", before}, {"open", during}, {"closed", after}} {
-		fmt.Printf("%-8s %12d %12d %11d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines)
+		fmt.Fprintf(out, "%-8s %12d %12d %11d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines)
 	}
-	fmt.Printf("per idle connection: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f (gateway, and broker long polls when --credit > 0)\n",
-		per(before.heap, during.heap), per(before.rss, during.rss), float64(during.goroutines-before.goroutines)/float64(*n))
-	fmt.Printf("new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
+	fmt.Fprintf(out, "per idle connection: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f (gateway, and broker long polls when --credit > 0)\n",
+		per(before.heap, during.heap), per(before.rss, during.rss), float64(during.goroutines-before.goroutines)/float64(o.Connections))
+	fmt.Fprintf(out, "new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
 		lat0[len(lat0)/2], lat0[len(lat0)-1], lat[len(lat)/2], lat[len(lat)-1])
 	return nil
 }
 
 // startWSBenchCluster runs one broker and a gateway that admits n
 // WebSockets from one address, in this process, on a temporary directory.
-func startWSBenchCluster(n int) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-ws-")
-	if err != nil {
-		return "", nil, err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := coord.NewMemStore(coord.MemOptions{})
-	if err != nil {
-		return "", nil, err
-	}
-	b, err := broker.New(broker.Options{ID: 1, DataDir: filepath.Join(dir, "broker-1"), Coord: store.Session(), Logger: log})
-	if err != nil {
-		return "", nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.Start(ctx); err != nil {
-		return "", nil, err
-	}
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: log,
-		Streams: gateway.StreamLimits{MaxConnections: n + 1, MaxConnectionsPerIP: n + 1}})
-	if err != nil {
-		return "", nil, err
-	}
-	gw.Start()
-	url := "http://" + gw.Addr()
-	if err := waitBrokers(ctx, url, 1, ""); err != nil {
-		return "", nil, err
-	}
-	return url, func() {
-		gw.Close()
-		b.Close()
-		store.Close()
-		os.RemoveAll(dir)
-	}, nil
+func startWSBenchCluster(ctx context.Context, n int) (*embedded.Cluster, error) {
+	return embedded.Start(ctx, embedded.Options{
+		Logger: warnLogger(),
+		Gateway: func(o *gateway.Options) {
+			o.Streams = gateway.StreamLimits{MaxConnections: n + 1, MaxConnectionsPerIP: n + 1}
+		}})
 }
 
-// benchWSClient opens n idle consumers, reading each (so pings are
-// answered), prints "ready" and holds them until stdin ends.
-func benchWSClient(url string, n, credit, partitions, groups int) error {
+// WSClient is the client process of WS: it opens o.Connections idle
+// consumers of the gateway at url, reading each (so pings are answered),
+// prints "ready" to o.Out and holds them until in ends.
+func WSClient(url string, o WSOptions, in io.Reader) error {
+	n, credit, partitions, groups := o.Connections, o.Credit, o.Partitions, o.Groups
 	ws := "ws" + strings.TrimPrefix(url, "http")
 	conns := make([]*websocket.Conn, n)
 	var (
@@ -237,8 +228,8 @@ func benchWSClient(url string, n, credit, partitions, groups int) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Fprintln(cmp.Or(o.Out, io.Writer(os.Stdout)), "ready")
+	_, _ = io.Copy(io.Discard, in)
 	for _, c := range conns {
 		c.CloseNow()
 	}

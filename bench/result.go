@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"time"
+)
+
+// median is the middle of v (the mean of the two middles); 0 for none.
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// benchResult is one round of one target: what moved, how long it took,
+// each request's latency and the CPU spent.
+type benchResult struct {
+	records       int64
+	bytes         int64
+	requests      int64
+	elapsed       time.Duration
+	recordsPerSec float64
+	latencies     []time.Duration
+	hostCPU       time.Duration // busy CPU of the whole machine during the round (hostCPU)
+	selfCPU       time.Duration // this process's CPU during the round
+}
+
+func (r *benchResult) finish() {
+	r.recordsPerSec = float64(r.records) / r.elapsed.Seconds()
+	sort.Slice(r.latencies, func(i, j int) bool { return r.latencies[i] < r.latencies[j] })
+}
+
+func (r *benchResult) pct(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
+}
+
+// print writes the result as a row of the records/s table.
+func (r *benchResult) print(w io.Writer, name string) {
+	fmt.Fprintf(w, "%-10s %12.0f %10.1f %10.0f %10s %10s %10.2f %6.2f\n", name, r.recordsPerSec,
+		float64(r.bytes)/r.elapsed.Seconds()/1e6, float64(r.requests)/r.elapsed.Seconds(),
+		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
+}
