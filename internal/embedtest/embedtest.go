@@ -3,7 +3,7 @@
 // real internal HTTP APIs on loopback ports, a gateway) in t.TempDir(), with
 // its logs in t.Log, brokers that crash the test binary on a panic in a
 // background loop, and a Close when the test ends. Tests of real processes
-// are in internal/clustertest.
+// are in internal/faulttest.
 package embedtest
 
 import (
