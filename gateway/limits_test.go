@@ -172,7 +172,7 @@ func TestScanChargesBudget(t *testing.T) {
 	}
 }
 
-// README ("Limits") and openapi.yaml (x-limits) list exactly api.Limits().
+// docs/limits.md and openapi.yaml (x-limits) list exactly api.Limits().
 func TestLimitsDocumented(t *testing.T) {
 	raw, err := os.ReadFile(specPath)
 	if err != nil {
@@ -190,12 +190,11 @@ func TestLimitsDocumented(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/limits.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## Limits\n")
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := string(page)
 	want := api.Limits()
 	if len(doc.Limits) != len(want) {
 		t.Fatalf("openapi.yaml x-limits has %d rows; api.Limits() has %d", len(doc.Limits), len(want))
@@ -206,7 +205,7 @@ func TestLimitsDocumented(t *testing.T) {
 			t.Errorf("x-limits row %d = %+v; api.Limits() says %+v", i, got, l)
 		}
 		if row := fmt.Sprintf("| `%s` |", l.Name); !strings.Contains(section, row) {
-			t.Errorf("README's Limits section has no row %q", row)
+			t.Errorf("docs/limits.md has no row %q", row)
 		}
 	}
 }

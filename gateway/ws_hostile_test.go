@@ -160,6 +160,9 @@ func waitGoroutines(t *testing.T, base, slack int, d time.Duration) {
 // with none, cost a bounded amount each; once closed, goroutines and heap
 // come back to where they started.
 func TestWSIdleThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a thousand WebSockets; the full lane runs it")
+	}
 	const n = 1000
 	cl, _ := streamGateway(t, gateway.StreamLimits{MaxConnectionsPerIP: n})
 	g0, h0 := settle()
