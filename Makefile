@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 
-TEST_FLAGS ?= -race -count=1 -timeout 40m
+# sluice_failpoints compiles in the sinks' failpoints, which the crash
+# tests arm (sink/failpoint.go).
+TEST_FLAGS ?= -race -count=1 -timeout 40m -tags sluice_failpoints
 PKGS ?= ./...
 
 .PHONY: help build run test test-deploy bench lint fuzz screenshots services-up services-down services-status

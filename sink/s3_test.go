@@ -267,6 +267,9 @@ func TestS3SinkCrashAfterReserve(t *testing.T) {
 
 	// The child: a sink that rolls every 40 records and dies at its second
 	// reservation, after the first object was uploaded.
+	if !sink.FailpointsEnabled {
+		t.Fatal("this test binary has no sink failpoints: run it with -tags sluice_failpoints (make test does)")
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestS3SinkCrashAfterReserve$", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+c.URL+" "+bucketPrefix, sink.FailpointEnv+"="+sink.StepAfterReserve+":2")
 	out, err := cmd.CombinedOutput()

@@ -75,7 +75,7 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		"--session-timeout", "5s", "--max-records", "40"}
 	start := func(failpoint string) *exec.Cmd {
 		cmd := exec.Command(sluiceBinary(t), args...)
-		cmd.Env = append(os.Environ(), sink.FailpointEnv+"="+failpoint)
+		cmd.Env = append(os.Environ(), failpointEnv(t, failpoint))
 		cmd.Stderr = logWriter{t, "sluice sink: "}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/buildinfo"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +63,31 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 		<-p.exited
 	})
 	return p
+}
+
+// failpointEnv is the environment entry that arms the sink failpoint
+// spec (step[:N], see sink.FailpointEnv) in a `sluice` child process. It
+// fails the test when the binary has no failpoints (SLUICE_TEST_BINARY
+// naming a build without -tags sluice_failpoints): there the variable
+// does nothing, and a test that counts on the process dying at its step
+// would test less than it says.
+func failpointEnv(t *testing.T, spec string) string {
+	t.Helper()
+	bin := sluiceBinary(t)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("%s: reading its build settings: %v", bin, err)
+	}
+	tags := ""
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			tags = s.Value
+		}
+	}
+	if !slices.Contains(strings.Split(tags, ","), "sluice_failpoints") {
+		t.Fatalf("%s was built without -tags sluice_failpoints (tags %q): its sink failpoints are not compiled in", bin, tags)
+	}
+	return sink.FailpointEnv + "=" + spec
 }
 
 func (p *sinkProcess) signal(sig syscall.Signal) {
