@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 
-TEST_FLAGS ?= -race -count=1 -timeout 40m
+# sluice_failpoints compiles in the sinks' failpoints, which the crash
+# tests arm (sink/failpoint.go).
+TEST_FLAGS ?= -race -count=1 -timeout 40m -tags sluice_failpoints
 PKGS ?= ./...
 
 .PHONY: help build run test test-unit test-deploy bench lint fuzz screenshots services-up services-down services-status
@@ -72,12 +74,19 @@ lint:
 		echo 'gofmt: these files need gofmt -w:'; echo "$$out"; exit 1; \
 	fi
 
-# Fuzz targets as package:Target. Each runs for a count of executions, not a
+# Fuzz targets as package:Target: every Fuzz function of the tree, the
+# decoders of what comes from disk and from peers among them (producer
+# snapshots, the leader-epoch checkpoint, __consumer_offsets records, the
+# in-process coordinator's snapshot and journal, archive objects). Each runs for a count of executions, not a
 # duration: go1.26's fuzz coordinator can fail a -fuzztime=<duration> run with
 # "context deadline exceeded" at the deadline when workers are starved (Go
 # issue 75804, fixed in 1.27), and a count has no deadline to race.
 FUZZ_EXECS ?= 100000
-FUZZ_TARGETS ?= ./api:FuzzDecodeBatch ./api:FuzzValidateBatch ./api:FuzzDecodeCursor ./gateway:FuzzScanRecord ./gateway:FuzzParseJSONBody ./gateway:FuzzParseNDJSON ./gateway:FuzzQueryParams ./gateway:FuzzCreditFrame ./gateway:FuzzGroupFrame ./tier:FuzzDecodeIndex
+FUZZ_TARGETS ?= ./api:FuzzDecodeBatch ./api:FuzzValidateBatch ./api:FuzzDecodeCursor \
+	./gateway:FuzzScanRecord ./gateway:FuzzParseJSONBody ./gateway:FuzzParseNDJSON ./gateway:FuzzValidJSON \
+	./gateway:FuzzQueryParams ./gateway:FuzzCreditFrame ./gateway:FuzzGroupFrame ./tier:FuzzDecodeIndex \
+	./commitlog:FuzzDecodeProducerSnapshot ./commitlog:FuzzDecodeEpochs ./offsets:FuzzApplyRecord \
+	./coord:FuzzLoadTree ./sink:FuzzDecodeArchiveObject ./sink:FuzzArchiveRoundTrip
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -114,19 +114,25 @@ func buildTree(flat map[string]memFileNode) (map[string]*memNode, error) {
 // renamed over the old one, then the directory fsynced, so a crash leaves
 // either the old snapshot or the new one. Callers hold m.mu.
 func (m *MemStore) snapshotLocked(seq int64) (int, error) {
-	f := memFile{Format: memFileFormat, Seq: seq, Nodes: make([]memFileNode, 0, len(m.nodes))}
-	for p, n := range m.nodes {
+	raw, err := encodeSnapshot(m.nodes, seq)
+	if err != nil {
+		return 0, err
+	}
+	return len(raw), writeFileAtomic(m.disk.path, raw)
+}
+
+// encodeSnapshot renders the persistent nodes as the snapshot file's
+// bytes, as of journal entry seq.
+func encodeSnapshot(nodes map[string]*memNode, seq int64) ([]byte, error) {
+	f := memFile{Format: memFileFormat, Seq: seq, Nodes: make([]memFileNode, 0, len(nodes))}
+	for p, n := range nodes {
 		if n.owner != 0 {
 			continue
 		}
 		f.Nodes = append(f.Nodes, fileNode(p, n))
 	}
 	slices.SortFunc(f.Nodes, func(a, b memFileNode) int { return strings.Compare(a.Path, b.Path) })
-	raw, err := json.Marshal(&f)
-	if err != nil {
-		return 0, err
-	}
-	return len(raw), writeFileAtomic(m.disk.path, raw)
+	return json.Marshal(&f)
 }
 
 func fileNode(p string, n *memNode) memFileNode {

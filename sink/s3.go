@@ -300,7 +300,8 @@ func (s *S3Store) repair(ctx context.Context, tp api.TopicPartition, p *s3Part) 
 // end are added to the buffer, and an object is rolled if a limit is
 // reached. It returns the durable next offset. Errors: ErrFenced (the
 // fence object moved on, or the partition is not claimed at fence);
-// ErrBadBatch; retriable store errors, after which the same call, or the
+// ErrBadBatch (offsets not ascending, before anything is taken; or a
+// record that cannot be rendered); retriable store errors, after which the same call, or the
 // next, carries on where this one stopped.
 func (s *S3Store) Write(ctx context.Context, tp api.TopicPartition, fence int64, recs []Record) (int64, error) {
 	s.mu.Lock()
@@ -308,6 +309,11 @@ func (s *S3Store) Write(ctx context.Context, tp api.TopicPartition, fence int64,
 	p, err := s.claimed(tp, fence)
 	if err != nil {
 		return 0, err
+	}
+	for i, r := range recs {
+		if r.Offset < 0 || i > 0 && r.Offset <= recs[i-1].Offset {
+			return p.durable(), fmt.Errorf("%w: offsets must be ascending and not negative: %d at index %d", ErrBadBatch, r.Offset, i)
+		}
 	}
 	end := p.end()
 	for _, r := range recs {

@@ -148,6 +148,10 @@ type Sink struct {
 	seekMu  sync.Mutex
 	seekGen uint64
 
+	// joined is closed once Run has joined the group (see Joined).
+	joined     chan struct{}
+	joinedOnce sync.Once
+
 	written, batches, fenced, partitions atomic.Int64
 }
 
@@ -156,8 +160,13 @@ func New(c *client.Client, opts Options) (*Sink, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink{c: c, opts: opts, log: opts.Logger.With("group", opts.Group), owned: map[api.TopicPartition]*partState{}}, nil
+	return &Sink{c: c, opts: opts, log: opts.Logger.With("group", opts.Group), owned: map[api.TopicPartition]*partState{}, joined: make(chan struct{})}, nil
 }
+
+// Joined is closed once Run has joined the group, the first time: from
+// then on the sink polls, claims and writes until Run returns. A sink
+// whose Run ends before it joined never closes it.
+func (s *Sink) Joined() <-chan struct{} { return s.joined }
 
 // Stats returns the running totals; safe to call from any goroutine.
 func (s *Sink) Stats() Stats {
@@ -182,6 +191,8 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	s.log.Info("sink: joined", "member", gc.MemberID())
+	s.joinedOnce.Do(func() { close(s.joined) })
 	cctx, stopCommits := context.WithCancel(context.Background())
 	cm := newCommitter(gc, s.c, s.opts, s.log)
 	var wg sync.WaitGroup

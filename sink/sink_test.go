@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,66 +249,6 @@ func checkHashFold(t *testing.T, rdb *redis.Client, key string, log [][]api.Fetc
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("hash is not the fold of the log:\n got %v\nwant %v", got, want)
 	}
-}
-
-// TestTwoSinksOneStopsMidway: two members per group (one group in stream
-// mode, one in hash mode) share a topic; one member of each stops while
-// records keep coming; the survivors finish. The stream holds every record
-// once in partition order and the hash is the fold of the log.
-func TestTwoSinksOneStopsMidway(t *testing.T) {
-	const partitions, total = 4, 2000
-	c := startCluster(t)
-	cl := newClient(t, c.URL, nil)
-	rdb := redisClient(t)
-	prefix := uniquePrefix(t, rdb)
-	if _, err := cl.CreateTopic(testCtx(t), api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
-	stores := map[string]*sink.RedisStore{}
-	var sinks []*runningSink
-	for _, mode := range []string{sink.ModeStream, sink.ModeHash} {
-		st, err := sink.NewRedisStore(rdb, sink.RedisOptions{Group: "g-" + mode, Mode: mode, Prefix: prefix + mode + ":"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores[mode] = st
-		for i := range 2 {
-			sinks = append(sinks, startSink(t, newClient(t, c.URL, nil), st, fmt.Sprintf("%s-%d", mode, i), "g-"+mode, []string{"orders"}, 0))
-		}
-	}
-	var produced atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < total; i += 200 {
-			produceKeyed(t, cl, "orders", i, 200, 37, 11, 50)
-			produced.Add(200)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	// Stop the first member of each group once it has written something
-	// and about half the records are produced.
-	waitFor(t, "the first members to write", 30*time.Second, func() bool {
-		return sinks[0].Stats().Written > 0 && sinks[2].Stats().Written > 0 && produced.Load() >= total/2
-	})
-	sinks[0].stop(t)
-	sinks[2].stop(t)
-	wg.Wait()
-
-	log := logOf(t, cl, "orders", partitions)
-	hw := make([]int64, partitions)
-	for p := range log {
-		hw[p] = int64(len(log[p]))
-	}
-	for mode, st := range stores {
-		waitFor(t, mode+" sink to reach the log end", 60*time.Second, func() bool {
-			return slices.Equal(storedNext(t, rdb, st.OffsetsKey(), "orders", partitions), hw)
-		})
-	}
-	checkStream(t, rdb, stores[sink.ModeStream].DataKey("orders"), log)
-	checkHashFold(t, rdb, stores[sink.ModeHash].DataKey("orders"), log)
-	t.Logf("written: %v %v %v %v", sinks[0].Stats(), sinks[1].Stats(), sinks[2].Stats(), sinks[3].Stats())
 }
 
 // A sink started before its topic exists waits for it, then writes what is

@@ -55,7 +55,9 @@ type Record struct {
 // offset to write and the highest fence that claimed the partition. Every
 // method is one atomic step in the store: it changes everything it says or
 // nothing. Methods block for one round trip; they are safe for concurrent
-// use on different partitions.
+// use on different partitions. Every implementation passes the contract
+// suite of store_contract_test.go (and the sinks over it, of
+// sink_contract_test.go).
 type Store interface {
 	// Claim records fence as the partition's owner and returns the next
 	// offset to write (-1 when nothing was written yet: read from the
@@ -67,7 +69,8 @@ type Store interface {
 	// records below the stored next are skipped, the rest written, and next
 	// moved past the last record, all or nothing. Writing the same batch
 	// twice writes it once. It returns the new next. Errors: ErrFenced (a
-	// higher fence is stored; nothing changes), ErrBadBatch, transport
+	// higher fence is stored; nothing changes), ErrBadBatch (offsets that
+	// do not ascend, among others; nothing changes), transport
 	// errors (retriable; the write may or may not have happened, and a
 	// retry of the same batch is exact either way).
 	Write(ctx context.Context, tp api.TopicPartition, fence int64, recs []Record) (next int64, err error)

@@ -42,7 +42,7 @@ func sluiceBinary(t *testing.T) string {
 			return
 		}
 		buildOnce.path = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", buildOnce.path, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "sluice_failpoints", "-o", buildOnce.path, ".").CombinedOutput()
 		if err != nil {
 			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

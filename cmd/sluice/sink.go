@@ -77,16 +77,28 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runWithProgress(ctx, s, nil)
+	return runWithProgress(ctx, s, *group, nil)
 }
 
 // runWithProgress runs s, with a progress line when stderr is a terminal;
-// extra, if not nil, adds the store's own figures to it.
-func runWithProgress(ctx context.Context, s *sink.Sink, extra func() string) error {
+// extra, if not nil, adds the store's own figures to it. Once the sink has
+// joined group it prints "sink joined group <group>" on stdout: the process
+// is then up (its signal handlers installed, SIGTERM a clean stop), and
+// tests and scripts can wait for the line.
+func runWithProgress(ctx context.Context, s *sink.Sink, group string, extra func() string) error {
 	if isTerminal(os.Stderr) {
 		stop := startProgress(s, extra)
 		defer stop()
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-s.Joined():
+			fmt.Printf("sink joined group %s\n", group)
+		case <-done:
+		}
+	}()
 	return s.Run(ctx)
 }
 

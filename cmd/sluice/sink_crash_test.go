@@ -75,7 +75,7 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		"--session-timeout", "5s", "--max-records", "40"}
 	start := func(failpoint string) *exec.Cmd {
 		cmd := exec.Command(sluiceBinary(t), args...)
-		cmd.Env = append(os.Environ(), sink.FailpointEnv+"="+failpoint)
+		cmd.Env = append(os.Environ(), failpointEnv(t, failpoint))
 		cmd.Stderr = logWriter{t, "sluice sink: "}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -133,8 +133,9 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		t.Errorf("only %d of %d processes wrote anything before they died: the loop tests little", advanced, iterations)
 	}
 
-	// A last process catches up and stops cleanly.
-	cmd := start("")
+	// A last process catches up and stops cleanly: SIGTERM once it has
+	// joined (the store may be complete before it starts).
+	final := startSinkProcess(t, "the last sink", args[2:])
 	hw := make([]int64, partitions)
 	for p := range partitions {
 		fr, err := cl.Fetch(ctx, "orders", int32(p), client.At(0), client.FetchOptions{MaxRecords: 1})
@@ -157,10 +158,7 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("the last sink after SIGTERM: %v", err)
-	}
+	final.stop()
 
 	// Every record once, in partition order.
 	es, err := rdb.XRange(ctx, store.DataKey("orders"), "-", "+").Result()

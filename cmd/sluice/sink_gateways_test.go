@@ -58,7 +58,7 @@ func TestSinkTwoGatewaysOneKilled(t *testing.T) {
 		if rng.IntN(3) > 0 {
 			fp = sink.StepAfterWrite + ":" + strconv.Itoa(1+rng.IntN(15))
 		}
-		victim := startSinkProcess(t, "victim "+strconv.Itoa(round), args(urls[1-survivorGW], freeAddr(t)), sink.FailpointEnv+"="+fp)
+		victim := startSinkProcess(t, "victim "+strconv.Itoa(round), args(urls[1-survivorGW], freeAddr(t)), failpointEnv(t, fp))
 		how := "at its failpoint"
 		select {
 		case <-victim.exited:

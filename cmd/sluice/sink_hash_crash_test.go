@@ -44,7 +44,7 @@ func TestSinkRedisHashCrashLoop(t *testing.T) {
 	for i := 0; i < iterations && time.Now().Before(deadline); i++ {
 		var env []string
 		if step := steps[i%len(steps)]; step != "" {
-			env = append(env, sink.FailpointEnv+"="+step+":"+strconv.Itoa(1+rng.IntN(3)))
+			env = append(env, failpointEnv(t, step+":"+strconv.Itoa(1+rng.IntN(3))))
 		}
 		before := maxFence(ctx, r.rdb, r.store.OffsetsKey())
 		p := startSinkProcess(t, "sink "+strconv.Itoa(i), args, env...)

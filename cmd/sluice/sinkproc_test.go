@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/buildinfo"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +34,17 @@ type sinkProcess struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
+	ready  chan struct{} // closed when the process prints sinkReadyLine
 	exited chan struct{} // closed when the process has been waited for
 	err    error         // Wait's result, set before exited is closed
 }
+
+// sinkReadyLine starts the line a `sluice sink` process prints on stdout
+// once it has joined its group: its signal handlers are installed by then.
+const sinkReadyLine = "sink joined group "
+
+// readyTimeout bounds the wait for a sink process to join its group.
+const readyTimeout = 30 * time.Second
 
 // startSinkProcess runs `sluice sink redis args...` with env added to the
 // environment; its stderr goes to t.Log prefixed with name.
@@ -50,10 +60,12 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 	cmd := exec.Command(sluiceBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logWriter{t, name + ": "}
+	ready := make(chan struct{})
+	cmd.Stdout = &lineWatcher{t: t, prefix: name + ": ", marker: sinkReadyLine, seen: ready}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &sinkProcess{t: t, name: name, cmd: cmd, exited: make(chan struct{})}
+	p := &sinkProcess{t: t, name: name, cmd: cmd, ready: ready, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
@@ -61,6 +73,31 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 		<-p.exited
 	})
 	return p
+}
+
+// failpointEnv is the environment entry that arms the sink failpoint
+// spec (step[:N], see sink.FailpointEnv) in a `sluice` child process. It
+// fails the test when the binary has no failpoints (SLUICE_TEST_BINARY
+// naming a build without -tags sluice_failpoints): there the variable
+// does nothing, and a test that counts on the process dying at its step
+// would test less than it says.
+func failpointEnv(t *testing.T, spec string) string {
+	t.Helper()
+	bin := sluiceBinary(t)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("%s: reading its build settings: %v", bin, err)
+	}
+	tags := ""
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			tags = s.Value
+		}
+	}
+	if !slices.Contains(strings.Split(tags, ","), "sluice_failpoints") {
+		t.Fatalf("%s was built without -tags sluice_failpoints (tags %q): its sink failpoints are not compiled in", bin, tags)
+	}
+	return sink.FailpointEnv + "=" + spec
 }
 
 func (p *sinkProcess) signal(sig syscall.Signal) {
@@ -74,9 +111,32 @@ func (p *sinkProcess) signal(sig syscall.Signal) {
 // kill SIGKILLs the process and waits for it.
 func (p *sinkProcess) kill() { p.signal(syscall.SIGKILL); <-p.exited }
 
-// stop sends SIGTERM and reports an unclean exit.
+// waitReady waits until the process has joined its group (it printed
+// sinkReadyLine) or exited, up to readyTimeout; it reports whether it
+// joined. Before that, the process may not have installed its signal
+// handlers yet, and a SIGTERM would kill it instead of stopping it.
+func (p *sinkProcess) waitReady() bool {
+	select {
+	case <-p.ready:
+		return true
+	case <-p.exited:
+		return false
+	case <-time.After(readyTimeout):
+		return false
+	}
+}
+
+// stop waits for the process to be ready (see waitReady), sends SIGTERM
+// and reports an unclean exit.
 func (p *sinkProcess) stop() {
 	p.t.Helper()
+	if !p.waitReady() {
+		select {
+		case <-p.exited:
+		default:
+			p.t.Errorf("%s: not joined %s after its start; sending SIGTERM anyway", p.name, readyTimeout)
+		}
+	}
 	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -88,6 +148,38 @@ func (p *sinkProcess) stop() {
 	if p.err != nil {
 		p.t.Errorf("%s after SIGTERM: %v", p.name, p.err)
 	}
+}
+
+// lineWatcher copies a process's output to t.Log, line by line, and
+// closes seen at the first line that starts with marker.
+type lineWatcher struct {
+	t      *testing.T
+	prefix string
+	marker string
+	seen   chan struct{}
+
+	mu    sync.Mutex // guards buf and found
+	buf   []byte
+	found bool
+}
+
+func (w *lineWatcher) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		line, rest, ok := strings.Cut(string(w.buf), "\n")
+		if !ok {
+			break
+		}
+		w.buf = []byte(rest)
+		w.t.Log(w.prefix + line)
+		if !w.found && strings.HasPrefix(line, w.marker) {
+			w.found = true
+			close(w.seen)
+		}
+	}
+	return len(b), nil
 }
 
 // untilClaimed waits until claimed reports true (the process took its

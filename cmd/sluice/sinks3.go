@@ -77,7 +77,7 @@ func runSinkS3(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runWithProgress(ctx, s, func() string {
+	return runWithProgress(ctx, s, *group, func() string {
 		st := store.Stats()
 		return fmt.Sprintf("%d objects, %.1f MB stored (%.1f MB NDJSON)", st.Objects, float64(st.Bytes)/1e6, float64(st.RawBytes)/1e6)
 	})

@@ -46,7 +46,7 @@ func TestSinkS3CrashLoop(t *testing.T) {
 		fp := "none"
 		if step := steps[i%len(steps)]; step != "" {
 			fp = step + ":" + strconv.Itoa(1+rng.IntN(3))
-			env = append(env, sink.FailpointEnv+"="+fp)
+			env = append(env, failpointEnv(t, fp))
 		}
 		before := s3.maxFence(t, ctx, "orders", partitions)
 		p := startSluiceProcess(t, "sink "+strconv.Itoa(i), args, env...)

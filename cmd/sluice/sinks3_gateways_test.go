@@ -60,7 +60,7 @@ func TestSinkS3TwoGatewaysOneKilled(t *testing.T) {
 		} else {
 			fp += ":" + strconv.Itoa(1+rng.IntN(4))
 		}
-		victim := startSluiceProcess(t, "victim "+strconv.Itoa(round), args(urls[1-survivorGW], freeAddr(t)), s3.env(), sink.FailpointEnv+"="+fp)
+		victim := startSluiceProcess(t, "victim "+strconv.Itoa(round), args(urls[1-survivorGW], freeAddr(t)), s3.env(), failpointEnv(t, fp))
 		how := "at its failpoint"
 		select {
 		case <-victim.exited:

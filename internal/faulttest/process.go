@@ -45,7 +45,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		build.path = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/sluice")
+		cmd := exec.Command("go", "build", "-tags", "sluice_failpoints", "-o", build.path, "./cmd/sluice")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("go build ./cmd/sluice: %v\n%s", err, out)
