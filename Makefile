@@ -39,7 +39,7 @@ test: bin/testreport
 
 # make test-unit: the fast lane, with no services: go test -short, where a
 # test that needs a service or real processes skips (only under -short).
-UNIT_FLAGS ?= -short -count=1 -timeout 10m
+UNIT_FLAGS ?= -short -count=1 -timeout 10m -tags sluice_failpoints
 UNIT_JSON ?= test-unit-results.json
 test-unit: bin/testreport
 	set -o pipefail; $(GO) test -json $(UNIT_FLAGS) $(PKGS) | bin/testreport -o $(UNIT_JSON)
