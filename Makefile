@@ -62,7 +62,7 @@ lint:
 # "context deadline exceeded" at the deadline when workers are starved (Go
 # issue 75804, fixed in 1.27), and a count has no deadline to race.
 FUZZ_EXECS ?= 100000
-FUZZ_TARGETS ?= ./api:FuzzDecodeBatch ./api:FuzzValidateBatch ./api:FuzzDecodeCursor ./gateway:FuzzScanRecord ./gateway:FuzzParseJSONBody ./gateway:FuzzParseNDJSON ./gateway:FuzzQueryParams ./gateway:FuzzCreditFrame ./gateway:FuzzGroupFrame ./tier:FuzzDecodeIndex
+FUZZ_TARGETS ?= ./recordbatch:FuzzDecodeBatch ./recordbatch:FuzzValidateBatch ./api:FuzzDecodeCursor ./gateway:FuzzScanRecord ./gateway:FuzzParseJSONBody ./gateway:FuzzParseNDJSON ./gateway:FuzzQueryParams ./gateway:FuzzCreditFrame ./gateway:FuzzGroupFrame ./tier:FuzzDecodeIndex
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

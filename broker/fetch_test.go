@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // readFromRecorder is a ResponseWriter that, like net/http's, implements
@@ -55,7 +56,7 @@ func TestFetchHandsTheSegmentFileToReadFrom(t *testing.T) {
 		t.Fatalf("ReadFrom got a LimitedReader over %T, want *os.File (sendfile needs it)", lr.R)
 	}
 	var offsets []int64
-	if _, err := api.ScanBatches(rec.Body.Bytes(), true, func(h api.BatchHeader, b []byte) error {
+	if _, err := recordbatch.Scan(rec.Body.Bytes(), true, func(h recordbatch.Header, b []byte) error {
 		offsets = append(offsets, h.BaseOffset)
 		return nil
 	}); err != nil {

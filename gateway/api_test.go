@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // client is a tiny HTTP helper bound to one gateway.
@@ -381,8 +382,8 @@ func TestRawBatches(t *testing.T) {
 		t.Fatalf("headers %v", h)
 	}
 	var offsets []int64
-	n, err := api.ScanBatches(b, true, func(bh api.BatchHeader, raw []byte) error {
-		_, recs, err := api.DecodeBatch(raw)
+	n, err := recordbatch.Scan(b, true, func(bh recordbatch.Header, raw []byte) error {
+		_, recs, err := recordbatch.Decode(raw)
 		for _, r := range recs {
 			offsets = append(offsets, r.Offset)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // fakeLeader is a partition leader for the coalescer: it appends each
@@ -41,8 +42,8 @@ func (f *fakeLeader) produce(ctx context.Context, topic string, p int32, acks st
 	f.who = append(f.who, auth.PrincipalFrom(ctx))
 	f.bodies = append(f.bodies, bytes.Clone(body))
 	var n int64
-	_, err := api.ScanBatches(body, true, func(h api.BatchHeader, b []byte) error {
-		_, recs, err := api.DecodeBatch(b)
+	_, err := recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
+		_, recs, err := recordbatch.Decode(b)
 		if err != nil {
 			return err
 		}
@@ -74,11 +75,11 @@ func testCoalescer(f *fakeLeader, budget int64) (*coalescer, *sync.WaitGroup) {
 
 func encode(t *testing.T, values ...string) []byte {
 	t.Helper()
-	rs := make([]api.Record, len(values))
+	rs := make([]recordbatch.Record, len(values))
 	for i, v := range values {
-		rs[i] = api.Record{Value: []byte(v), Timestamp: 1}
+		rs[i] = recordbatch.Record{Value: []byte(v), Timestamp: 1}
 	}
-	b, err := api.EncodeBatch(nil, rs, api.BatchOptions{})
+	b, err := recordbatch.Encode(nil, rs, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +163,8 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 	// offset sent.
 	var off int64
 	for _, body := range f.bodies {
-		api.ScanBatches(body, true, func(h api.BatchHeader, b []byte) error {
-			_, recs, _ := api.DecodeBatch(b)
+		recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
+			_, recs, _ := recordbatch.Decode(b)
 			for _, r := range recs {
 				if got[off] != string(r.Value) {
 					t.Errorf("offset %d holds %q, its request sent %q", off, r.Value, got[off])

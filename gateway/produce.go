@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const defaultProduceTimeout = 30 * time.Second
@@ -86,7 +87,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	opts := api.BatchOptions{Compression: cfg.Compression}
+	opts := recordbatch.Options{Compression: cfg.Compression}
 	retriable := retriableBeforeWrite
 	if seqs != nil {
 		opts.ProducerID, opts.ProducerEpoch = *in.pf.id, *in.pf.epoch
@@ -158,7 +159,7 @@ func newPartitionBatches(n int) *partitionBatches {
 // encode builds one RecordBatch v2 per partition. Each buffer is sized for
 // its own partition's records, and its bytes are taken from res before it
 // is built.
-func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order map[int32][]int, opts api.BatchOptions, seqs map[int32]int32, res *reservation) error {
+func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order map[int32][]int, opts recordbatch.Options, seqs map[int32]int32, res *reservation) error {
 	rs := getRecords(len(order[parts[0]]))
 	defer func() { putRecords(rs) }()
 	for j, p := range parts {
@@ -167,9 +168,9 @@ func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order ma
 		// bytes and their framing (length, attributes, timestamp and offset
 		// deltas, key, value and header lengths: at most 36 bytes, and 10 a
 		// header).
-		payload := int64(api.BatchHeaderSize)
+		payload := int64(recordbatch.HeaderSize)
 		for _, i := range order[p] {
-			rs = append(rs, api.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
+			rs = append(rs, recordbatch.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
 			payload += int64(recs[i].size()) + 36 + 10*int64(len(recs[i].headers))
 		}
 		// A compressed batch is built in a scratch buffer first.
@@ -185,7 +186,7 @@ func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order ma
 		if seqs != nil {
 			opts.BaseSequence = seqs[p]
 		}
-		b, err := api.EncodeBatch(*bs.bufs[j], rs, opts)
+		b, err := recordbatch.Encode(*bs.bufs[j], rs, opts)
 		if err != nil {
 			return err
 		}

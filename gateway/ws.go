@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // WebSocket streaming with credit-based flow control.
@@ -255,7 +256,7 @@ func (s *wsStream) sendBatches(ctx context.Context, offset int64, shared *tailDa
 	end, next, sent := 0, offset, int64(0)
 	// Bytes that are not whole batches fail the stream (retriable), never
 	// make it fetch the same offset again at once.
-	err := scanFetched(raw, func(h api.BatchHeader, b []byte) error {
+	err := scanFetched(raw, func(h recordbatch.Header, b []byte) error {
 		if sent >= credit {
 			return nil
 		}

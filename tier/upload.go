@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Uploader copies one partition's closed segments to the object store. It
@@ -159,13 +160,13 @@ func (u *Uploader) now() time.Time {
 // starts at offset start: one index entry per batch (positions relative to
 // that batch), the byte position where it starts, and the largest timestamp.
 func scanSegment(f commitlog.File, size, start int64) (entries []indexEntry, startPos int64, maxTS int64, err error) {
-	var hbuf [api.BatchHeaderSize]byte
+	var hbuf [recordbatch.HeaderSize]byte
 	startPos, maxTS = -1, -1
 	for pos := int64(0); pos < size; {
 		if _, err := f.ReadAt(hbuf[:], pos); err != nil {
 			return nil, 0, 0, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
 		}
-		h, err := api.ParseBatchHeader(hbuf[:])
+		h, err := recordbatch.ParseHeader(hbuf[:])
 		if err != nil {
 			return nil, 0, 0, err
 		}

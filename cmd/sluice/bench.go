@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	gojson "github.com/goccy/go-json"
 	"io"
 	"log/slog"
 	"net"
@@ -23,11 +22,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/recordbatch"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -468,7 +470,7 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 				if c.raw {
 					nbytes = int64(len(b))
 					var last int64
-					_, _ = api.ScanBatches(b, false, func(h api.BatchHeader, _ []byte) error {
+					_, _ = recordbatch.Scan(b, false, func(h recordbatch.Header, _ []byte) error {
 						n += h.NextOffset() - max(h.BaseOffset, next)
 						last = h.NextOffset()
 						return nil

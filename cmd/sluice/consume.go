@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const consumeSynopsis = "consume TOPIC [-p 0,2] [-o beginning|end|N|-N|+N|@TIME] [-n COUNT] [-e] [-g GROUP] [-f FORMAT|json] [--url URL]"
@@ -188,7 +189,7 @@ func (r *partitionReader) done() bool { return r.end >= 0 && r.next >= r.end }
 // read fetches the records after the last read (raw batches, so keys,
 // values and headers come byte for byte), waiting up to wait when there are
 // none yet, and steps past them.
-func (r *partitionReader) read(ctx context.Context, cl *client.Client, wait time.Duration) ([]api.Record, error) {
+func (r *partitionReader) read(ctx context.Context, cl *client.Client, wait time.Duration) ([]recordbatch.Record, error) {
 	b, err := cl.FetchBatches(ctx, r.topic, r.partition, client.At(r.next), client.FetchOptions{MaxWait: wait})
 	if err != nil {
 		return nil, err
@@ -272,7 +273,7 @@ func readToEnd(ctx context.Context, cl *client.Client, p *printer, readers []*pa
 // chunk is what one fetch of a reader goroutine found.
 type chunk struct {
 	r    *partitionReader
-	recs []api.Record
+	recs []recordbatch.Record
 	err  error
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // The hostile-input suite against the real binary: one `sluice dev`
@@ -670,7 +671,7 @@ func attackForgedBatch(t *testing.T, base string) {
 	if leader == "" {
 		t.Fatalf("no address for leader %d in %+v", tp.Partitions[0].Leader, ci.Brokers)
 	}
-	batch, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

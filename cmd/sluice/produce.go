@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const produceSynopsis = "produce TOPIC [-k KEY | -K SEP] [-H key=value ...] [-p N] [-f FORMAT|json] [--timestamp TIME] [--acks all|1|0] [--url URL] [VALUE ...]"
@@ -228,7 +229,7 @@ func (s *sender) send(ctx context.Context, lines []string) error {
 			shown[i].Timestamp = r.Timestamp.UnixMilli()
 		}
 		for _, k := range sortedKeys(r.Headers) {
-			shown[i].Headers = append(shown[i].Headers, api.Header{Key: k, Value: []byte(r.Headers[k])})
+			shown[i].Headers = append(shown[i].Headers, recordbatch.RecordHeader{Key: k, Value: []byte(r.Headers[k])})
 		}
 	}
 	opts := client.ProduceOptions{Acks: s.o.acks, Partition: s.o.partition}

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // BatchID identifies a stored batch: two replicas agree on a batch when its
@@ -75,8 +75,8 @@ func openReplica(parent, name string) (ReplicaLog, error) {
 		if len(b) == 0 {
 			return rl, fmt.Errorf("read %s at %d: nothing below the log end %d", dir, next, rl.Offsets.LogEnd)
 		}
-		n, err := api.ScanBatches(b, true, func(h api.BatchHeader, batch []byte) error {
-			if _, _, err := api.DecodeBatch(batch); err != nil {
+		n, err := recordbatch.Scan(b, true, func(h recordbatch.Header, batch []byte) error {
+			if _, _, err := recordbatch.Decode(batch); err != nil {
 				return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 			}
 			rl.Batches = append(rl.Batches, BatchID{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Epoch: h.PartitionLeaderEpoch, CRC: h.CRC})
