@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/offsets"
 )
 
@@ -108,6 +109,6 @@ func (b *Broker) withCoordinator(w http.ResponseWriter, r *http.Request, group s
 		err = f(gc)
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 	}
 }

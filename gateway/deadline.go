@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // Write deadlines (gateway.write.timeout.ms). The server has no
@@ -32,7 +32,7 @@ func (g *Gateway) writeJSONWithin(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	g.setWriteDeadline(w, 0)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeEncoded(w, status, append(b, '\n'))
@@ -45,7 +45,7 @@ func (g *Gateway) writeRenderedWithin(w http.ResponseWriter, status int, bp *[]b
 	defer putBuf(bp)
 	g.setWriteDeadline(w, 0)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	*bp = append(*bp, '\n')

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/recordbatch"
 )
@@ -257,7 +258,7 @@ func (g *Gateway) startFetch(r *http.Request) (context.Context, context.CancelFu
 func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer cancel()
@@ -266,7 +267,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 	res, err := g.fetchRecords(ctx, fp, offset)
 	if err != nil {
 		g.setWriteDeadline(w, 0)
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	setDebt(w.Header(), res.Throttle)
@@ -283,7 +284,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer cancel()
@@ -298,7 +299,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 		})
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer fr.Body.Close()
@@ -318,19 +319,19 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 	fp, err := g.parseFetchParams(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	at, err := parseOffsetsAt(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	res, err := g.listOffsets(ctx, fp.topic, fp.partition, at)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -339,7 +340,7 @@ func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -9,12 +9,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/sluice-io/sluice/internal/httpserve"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sluice-io/sluice/api/apihttp"
+	"github.com/sluice-io/sluice/internal/httpserve"
 
 	"github.com/go-chi/chi/v5"
 
@@ -265,10 +267,10 @@ func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate, g.withClientID)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/healthz", g.handleHealthz)
 	r.Get("/readyz", g.handleReadyz)
@@ -343,7 +345,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 						panic(v)
 					}
 					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-					api.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
+					apihttp.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
 				}
 			}()
 			next.ServeHTTP(w, r)

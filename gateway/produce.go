@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
@@ -52,30 +53,30 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	topic := chi.URLParam(r, "topic")
 	tm, cfg, err := g.produceTopic(topic)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	pp, err := parseProduceQuery(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	res := &reservation{b: g.mem}
 	defer res.release()
 	in, err := g.readRecords(r, cfg, tm.Partitions(), res)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer in.releaseBody(res)
 	recs := in.recs
 	defer func() { putPending(recs) }()
 	if err := checkRecords(topic, recs, cfg, time.Now().UnixMilli()); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := g.assignPartitions(topic, recs, tm.Partitions()); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 
@@ -84,7 +85,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	seqs, err := g.checkProducer(ctx, in.pf, parts)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	opts := recordbatch.Options{Compression: cfg.Compression}
@@ -98,7 +99,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	bs := newPartitionBatches(len(parts))
 	defer bs.release()
 	if err := bs.encode(recs, parts, order, opts, seqs, res); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	// The batches hold copies of the records: the body can go back now.
@@ -309,7 +310,7 @@ func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, par
 		resp.Error = &api.ErrorDetail{Code: first.Code, Message: first.Message, Retriable: first.Retriable()}
 		w.Header().Set(api.HeaderErrorCode, string(first.Code))
 		if first.Throttle > 0 {
-			api.SetThrottle(w.Header(), first.Throttle)
+			apihttp.SetThrottle(w.Header(), first.Throttle)
 		}
 		writeJSON(w, first.Status(), resp)
 		return

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
@@ -513,7 +514,7 @@ func getJSON(url string, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return api.ReadError(resp)
+		return apihttp.ReadError(resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
@@ -528,7 +529,7 @@ func ensureTopic(base, topic string, partitions, rf int, configs map[string]stri
 	if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict {
 		return nil
 	}
-	return api.ReadError(resp)
+	return apihttp.ReadError(resp)
 }
 
 // startEmbedded runs a cluster of n brokers in this process on a temporary
