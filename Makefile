@@ -13,7 +13,7 @@ help:
 	@echo 'make test           install + start ZooKeeper, Redis, versitygw, Chromium; go test; stop them'
 	@echo 'make test-deploy    the deploy/ module: manifests, compose file, dashboard, the compose stack as processes'
 	@echo 'make bench          Go benchmarks, then every bin/sluice bench scenario (services up); table in bench-results.md'
-	@echo 'make lint           go vet and gofmt'
+	@echo 'make lint           go vet, gofmt and golangci-lint (.golangci.yml: the linters and the package layering)'
 	@echo 'make fuzz           each fuzz target in FUZZ_TARGETS for FUZZ_EXECS executions'
 	@echo 'make screenshots    the dashboard test in Chromium, saving each page to docs/screenshots'
 	@echo 'make services-up    install + start the services; then: source .services/env'
@@ -50,12 +50,18 @@ bench: build
 	@printf '\nLoad average after: %s\n' "$$(cut -d' ' -f1-3 /proc/loadavg)" >>$(BENCH_RESULTS)
 	@echo; cat $(BENCH_RESULTS)
 
+# make lint: go vet and gofmt on both modules, then golangci-lint with
+# .golangci.yml (scripts/golangci-lint.sh builds the pinned version into
+# the tool cache on first use, a few minutes on a cold module cache).
+GOLANGCI_LINT ?= $(CURDIR)/scripts/golangci-lint.sh
 lint:
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then \
 		echo 'gofmt: these files need gofmt -w:'; echo "$$out"; exit 1; \
 	fi
+	$(GOLANGCI_LINT) run ./...
+	cd deploy && $(GOLANGCI_LINT) run ./...
 
 # Fuzz targets as package:Target. Each runs for a count of executions, not a
 # duration: go1.26's fuzz coordinator can fail a -fuzztime=<duration> run with
