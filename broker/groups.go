@@ -56,16 +56,6 @@ func (h *groupHost) coordinator(p *Partition) *groupCoordinator {
 	return gc
 }
 
-func (h *groupHost) all() []*groupCoordinator {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]*groupCoordinator, 0, len(h.coords))
-	for _, gc := range h.coords {
-		out = append(out, gc)
-	}
-	return out
-}
-
 // groupMeta reports topics' partition counts to the group state machine.
 func (b *Broker) groupMeta() offsets.Metadata {
 	md := b.view.Current()

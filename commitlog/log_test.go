@@ -158,10 +158,10 @@ func TestReadBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := l.Read(tt.offset, tt.maxBytes, l.Offsets().HighWatermark)
-			defer res.Close()
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
+			defer res.Close()
 			if res.Size != tt.wantSize || res.NextOffset != tt.wantNext {
 				t.Fatalf("size %d next %d, want %d %d", res.Size, res.NextOffset, tt.wantSize, tt.wantNext)
 			}

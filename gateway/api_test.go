@@ -101,9 +101,10 @@ func TestProduceFetchRoundTrip(t *testing.T) {
 	}
 	keyed := int32(api.KeyPartition([]byte("user-1"), 3))
 	want := []api.RecordOffset{{Partition: keyed, Offset: 0}, {Partition: 1, Offset: 0}, {Partition: 1, Offset: 1}, {Partition: 1, Offset: 2}, {Partition: 0, Offset: 0}, {Partition: 0, Offset: 1}, {Partition: 0, Offset: 2}}
-	if keyed == 0 {
+	switch keyed {
+	case 0:
 		want[4].Offset, want[5].Offset, want[6].Offset = 1, 2, 3
-	} else if keyed == 1 {
+	case 1:
 		want[1].Offset, want[2].Offset, want[3].Offset = 1, 2, 3
 	}
 	if fmt.Sprint(pr.Offsets) != fmt.Sprint(want) {

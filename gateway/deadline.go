@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -26,21 +25,10 @@ func (g *Gateway) setWriteDeadline(w http.ResponseWriter, wait time.Duration) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + g.wsConns.lim.WriteTimeout))
 }
 
-// writeJSONWithin is writeJSON for the answer of a long poll: the write
-// timeout starts once the answer is encoded, not before.
-func (g *Gateway) writeJSONWithin(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	g.setWriteDeadline(w, 0)
-	if err != nil {
-		apihttp.WriteError(w, err)
-		return
-	}
-	writeEncoded(w, status, append(b, '\n'))
-}
-
-// writeRenderedWithin is writeJSONWithin for an answer rendered by one of
+// writeRenderedWithin writes the answer of a long poll, rendered by one of
 // jsonrender.go's functions into a pooled buffer (with its error), which it
-// gives back.
+// gives back. The write timeout starts once the answer is rendered, not
+// before.
 func (g *Gateway) writeRenderedWithin(w http.ResponseWriter, status int, bp *[]byte, err error) {
 	defer putBuf(bp)
 	g.setWriteDeadline(w, 0)

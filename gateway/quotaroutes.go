@@ -54,7 +54,7 @@ func (g *Gateway) handlePutQuota(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the quota: %v", err))
 	default:
-		g.log.Info("quota set", "entity", qt.Entity.String(), "producer_byte_rate", qt.ProducerByteRate,
+		g.log.Info("quota set", "entity", qt.String(), "producer_byte_rate", qt.ProducerByteRate,
 			"consumer_byte_rate", qt.ConsumerByteRate, "request_rate", qt.RequestRate, "by", auth.PrincipalFrom(r.Context()))
 		writeJSON(w, http.StatusOK, quotaToAPI(qt))
 	}

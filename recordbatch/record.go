@@ -360,7 +360,7 @@ func decodeRecords(data []byte, h *Header) ([]Record, error) {
 		r.Key, r.Value = key, value
 		if nh > 0 {
 			// Provisional: hdrs may still move when it grows; fixed up below.
-			r.Headers = hdrs[first:len(hdrs)]
+			r.Headers = hdrs[first:]
 		}
 	}
 	if all.left() != 0 {

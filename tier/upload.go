@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"time"
@@ -188,7 +187,7 @@ func scanSegment(f commitlog.File, size, start int64) (entries []indexEntry, sta
 // hashSection returns the SHA-256 (kept in the record) and the CRC-64/NVME
 // (compared with the store's) of a section of a segment file.
 func hashSection(f commitlog.File, off, n int64) (string, uint64, error) {
-	var h hash.Hash = sha256.New()
+	h := sha256.New()
 	c := NewCRC64NVME()
 	if _, err := io.Copy(io.MultiWriter(h, c), commitlog.SectionReader(f, off, n)); err != nil {
 		return "", 0, fmt.Errorf("%w: hashing segment: %v", api.ErrStorage, err)
