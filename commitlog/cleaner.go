@@ -231,7 +231,7 @@ func (p *cleanPlan) unchangedLocked() bool {
 
 func (p *cleanPlan) closeSources() {
 	for _, s := range p.srcs {
-		s.f.Close()
+		_ = s.f.Close() // a read descriptor
 	}
 	p.srcs = nil
 }

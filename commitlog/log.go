@@ -77,7 +77,7 @@ func Open(fsys FS, dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{fs: fsys, dir: dir, opts: opts, hwCh: make(chan struct{})}
 	if err := l.load(); err != nil {
-		l.closeSegments()
+		_ = l.closeSegments() // the load error is the one to report
 		return nil, err
 	}
 	return l, nil

@@ -565,7 +565,7 @@ func TestDiskErrorMakesLogReadOnly(t *testing.T) {
 		t.Fatalf("read %d records from the read-only log, want 5", n)
 	}
 	ffs.FailNextSync(nil)
-	l.Close()
+	_ = l.Close() // read-only since the failed sync: Close reports it again
 	l = openLog(t, osFS(t, dir), commitlog.Options{})
 	defer l.Close()
 	if end := l.Offsets().LogEnd; end != 5 {
@@ -699,7 +699,9 @@ func TestReopenDoesNotRollAtOnce(t *testing.T) {
 	if _, err := l.Append(batch(t, "a", 2, 1), 0); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l = openLog(t, fsys, commitlog.Options{})
 	defer l.Close()
 	if _, err := l.Append(batch(t, "b", 2, 1), 0); err != nil {
@@ -731,7 +733,9 @@ func TestResetTo(t *testing.T) {
 	if _, err := l.AppendReplica(b); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l = openLog(t, osFS(t, dir), commitlog.Options{SegmentBytes: 2048})
 	defer l.Close()
 	if o := l.Offsets(); o.LogStart != 500 || o.LogEnd != 503 {

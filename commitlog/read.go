@@ -196,7 +196,7 @@ func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 // firstAtOrAfter reads and decodes the batch (the lock is not held) and
 // returns its first record at or after ts. It closes the descriptor.
 func (c timestampBatch) firstAtOrAfter(ts int64) (int64, bool, error) {
-	defer c.f.Close()
+	defer func() { _ = c.f.Close() }() // a read descriptor
 	body := make([]byte, c.size)
 	if _, err := c.f.ReadAt(body, c.pos); err != nil {
 		return 0, false, fmt.Errorf("%w: reading the batch at %d: %v", api.ErrStorage, c.pos, err)

@@ -64,11 +64,11 @@ func openSegment(fsys FS, dir string, base int64, create bool) (*segment, error)
 		return nil, err
 	}
 	if s.index.f, err = fsys.OpenFile(segmentName(dir, base, indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
+		_ = s.close() // the open error is the one to report
 		return nil, err
 	}
 	if s.timeIndex.f, err = fsys.OpenFile(segmentName(dir, base, timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
+		_ = s.close() // the open error is the one to report
 		return nil, err
 	}
 	return s, nil

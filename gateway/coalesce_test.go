@@ -163,7 +163,7 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 	// offset sent.
 	var off int64
 	for _, body := range f.bodies {
-		recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
+		_, err := recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
 			_, recs, _ := recordbatch.Decode(b)
 			for _, r := range recs {
 				if got[off] != string(r.Value) {
@@ -173,6 +173,9 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 			}
 			return nil
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if len(f.bodies) != maxSendsInFlight+1 {
 		t.Fatalf("%d sends, want %d (the queued ten in one)", len(f.bodies), maxSendsInFlight+1)

@@ -48,11 +48,11 @@ func startGateway(t *testing.T, c *testcluster.Cluster, opts gateway.Options) (c
 	closeGW := func() error {
 		once.Do(func() {
 			closeErr = gw.Close()
-			sess.Close()
+			_ = sess.Close() // a session's Close never fails
 		})
 		return closeErr
 	}
-	t.Cleanup(func() { closeGW() })
+	t.Cleanup(func() { _ = closeGW() }) // tests that judge the close call closeGW themselves
 	base := "http://" + gw.Addr()
 	testcluster.WaitReady(t, base, 10*time.Second)
 	return client{t: t, base: base}, closeGW
@@ -367,7 +367,7 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 
 	t.Run("never fits", func(t *testing.T) {
 		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", budget+1)
-		go pw.Write([]byte(`{"records":[`))
+		go func() { _, _ = pw.Write([]byte(`{"records":[`)) }() // fails once the gateway refuses the body
 		resp := <-answer
 		if resp == nil {
 			t.Fatal("no answer while the body was still owed")
@@ -401,8 +401,9 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 		// its buffer doubled to 8 MiB to take it.
 		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", -1)
 		go func() {
-			pw.Write([]byte(`{"records":[{"value":"a"}]`))
-			pw.Write(bytes.Repeat([]byte(" "), 5<<20))
+			// A failed write fails request A, which the test checks.
+			_, _ = pw.Write([]byte(`{"records":[{"value":"a"}]`))
+			_, _ = pw.Write(bytes.Repeat([]byte(" "), 5<<20))
 		}()
 		waitUntil(t, 10*time.Second, "request A holds 8 MiB", func() bool { return used() >= 8<<20 })
 
@@ -414,7 +415,8 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 		}
 
 		go func() {
-			pw.Write([]byte(`}`))
+			// A failed write fails request A, which the test checks.
+			_, _ = pw.Write([]byte(`}`))
 			pw.Close()
 		}()
 		resp := <-answer

@@ -66,7 +66,7 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	entries, startPos, maxTS, err := scanSegment(f, size, start)
 	if err != nil {
 		return nil, err

@@ -111,15 +111,11 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if *mutexProfile != "" {
 		runtime.SetMutexProfileFraction(5)
@@ -268,14 +264,36 @@ func redisBenchURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
+// startCPUProfile writes a CPU profile to path until the returned stop is
+// called; stop reports a profile that did not reach the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close() // the profile's error is the one to report
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "cpu profile:", err)
+		}
+	}, nil
+}
+
 // writeProfile writes the named runtime profile to path.
 func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return pprof.Lookup(name).WriteTo(f, 0)
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		_ = f.Close() // the write error is the one to report
+		return err
+	}
+	return f.Close()
 }
 
 func median(v []float64) float64 {
@@ -584,12 +602,14 @@ func startEmbedded(n int, bucket tier.Bucket) (string, string, func(), error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return url, dir, func() {
-		gw.Close()
+		// A throwaway cluster: its data is deleted next, so a failed
+		// close changes nothing.
+		_ = gw.Close()
 		for _, b := range brokers {
-			b.Close()
+			_ = b.Close()
 		}
-		store.Close()
-		os.RemoveAll(dir)
+		_ = store.Close()
+		_ = os.RemoveAll(dir)
 	}, nil
 }
 
@@ -621,11 +641,12 @@ func startAppendServer() (string, func(), error) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed once stopped
 	return "http://" + ln.Addr().String(), func() {
 		srv.Close()
-		f.Close()
-		os.Remove(f.Name())
+		// The file only takes the bodies in and is deleted next.
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 	}, nil
 }
 

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,15 +57,11 @@ func benchE2E(ctx context.Context, args []string) error {
 		return errors.New("--size must be >= 40, --connections, --rounds and --partitions >= 1, --duration > 0")
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	base := *url
 	where := "in one process"
@@ -355,7 +349,7 @@ func (r *e2eReceivers) err() error {
 func (r *e2eReceivers) close() {
 	r.cancel()
 	for _, s := range r.streams {
-		s.Close()
+		_ = s.Close() // a Stream's Close never fails
 	}
 	r.wg.Wait()
 }

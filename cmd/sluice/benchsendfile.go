@@ -265,7 +265,7 @@ func startSendfileServer(files []partitionFiles) (*sendfileServer, error) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // opened read-only
 		if _, err := f.Seek(at, io.SeekStart); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

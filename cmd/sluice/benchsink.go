@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -67,15 +66,11 @@ func benchSink(ctx context.Context, args []string) error {
 	}
 	c.results = *results
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if c.records < 1 || c.size < 8 || c.pollRecords < 1 || c.rounds < 1 || c.partitions < 1 {
 		return errors.New("--records, --partitions, --poll-records and --rounds must be >= 1, --size >= 8")
@@ -114,7 +109,7 @@ func benchSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer bkt.Close()
+	defer closeLogged(slog.Default(), "the S3 bucket", bkt)
 	return benchSinkS3(ctx, c, cl, bkt, *maxRecords, total)
 }
 
@@ -196,7 +191,7 @@ func runSinkToEnd(ctx context.Context, c sinkBenchConfig, store sink.Store, grou
 			return 0, sink.Stats{}, fmt.Errorf("the sink stopped after %d of %d records: %v", s.Stats().Written, want, err)
 		case <-ctx.Done():
 			cancel()
-			<-done
+			_ = <-done // its cancellation
 			return 0, sink.Stats{}, ctx.Err()
 		case <-t.C:
 		}

@@ -61,7 +61,7 @@ type consumeOptions struct {
 	format     *recordFormat
 }
 
-func consumeCmd(ctx context.Context, cio clientIO, args []string) error {
+func consumeCmd(ctx context.Context, cio clientIO, args []string) (err error) {
 	fs := newFlags(cio, "consume", consumeSynopsis, consumeAbout)
 	base := gatewayFlag(fs)
 	var parts, start, format, output string
@@ -124,7 +124,11 @@ func consumeCmd(ctx context.Context, cio clientIO, args []string) error {
 	}
 	defer cl.Close()
 	w := bufio.NewWriter(cio.out)
-	defer w.Flush()
+	defer func() {
+		if ferr := w.Flush(); err == nil {
+			err = ferr // what is printed is the command's output
+		}
+	}()
 	p := &printer{w: w, format: o.format, limit: o.limit}
 	if o.group != "" {
 		return consumeGroup(ctx, cl, p, o)

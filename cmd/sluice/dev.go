@@ -64,7 +64,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("coordinator state: %w", err)
 	}
-	defer store.Close()
+	defer closeLogged(log, "the coordinator store", store)
 
 	// Tiered topics (remote.storage.enable=true) copy closed segments to a
 	// local directory standing in for S3.
@@ -72,7 +72,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("object store directory: %w", err)
 	}
-	defer bucket.Close()
+	defer closeLogged(log, "the object store", bucket)
 
 	var brokers []*broker.Broker
 	defer func() {
@@ -126,7 +126,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	gw.Start()
-	defer gw.Close()
+	defer closeLogged(log, "the gateway", gw)
 
 	base := "http://" + gw.Addr()
 	if err := waitBrokers(ctx, base, *nBrokers, authOpts.BootstrapToken); err != nil {

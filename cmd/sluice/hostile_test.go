@@ -135,8 +135,7 @@ func (h *hostileProc) attack(t *testing.T, name string, f func(t *testing.T)) {
 				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid)); err == nil {
 					if i := bytes.Index(b, []byte("VmRSS:")); i >= 0 {
 						var kb int64
-						fmt.Sscanf(string(b[i+6:]), "%d", &kb)
-						if kb<<10 > peakRSS.Load() {
+						if _, err := fmt.Sscanf(string(b[i+6:]), "%d", &kb); err == nil && kb<<10 > peakRSS.Load() {
 							peakRSS.Store(kb << 10)
 						}
 					}

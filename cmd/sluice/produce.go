@@ -55,7 +55,7 @@ type produceOptions struct {
 	format    *recordFormat // nil: print nothing
 }
 
-func produceCmd(ctx context.Context, cio clientIO, args []string) error {
+func produceCmd(ctx context.Context, cio clientIO, args []string) (err error) {
 	fs := newFlags(cio, "produce", produceSynopsis, produceAbout)
 	base := gatewayFlag(fs)
 	var key, partition, format, output, ts, acks string
@@ -127,7 +127,11 @@ func produceCmd(ctx context.Context, cio clientIO, args []string) error {
 	}
 	defer cl.Close()
 	s := &sender{cl: cl, o: o, w: bufio.NewWriter(cio.out)}
-	defer s.w.Flush()
+	defer func() {
+		if ferr := s.w.Flush(); err == nil {
+			err = ferr // what is printed is the command's output
+		}
+	}()
 	if o.acks != client.AcksNone {
 		if s.producer, err = cl.NewProducer(ctx); err != nil {
 			return err

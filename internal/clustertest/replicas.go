@@ -40,7 +40,7 @@ func ReadReplicaDir(dir string) (ReplicaLog, error) {
 	if err != nil {
 		return ReplicaLog{}, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // a scratch copy
 	name := filepath.Base(dir)
 	if err := copyDir(dir, filepath.Join(tmp, name)); err != nil {
 		return ReplicaLog{}, err
@@ -227,7 +227,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close() // the copy error is the one to report
 		return err
 	}
 	return out.Close()
