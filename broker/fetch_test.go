@@ -32,8 +32,13 @@ func (r *readFromRecorder) ReadFrom(src io.Reader) (int64, error) {
 func TestFetchHandsTheSegmentFileToReadFrom(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	body, _ := json.Marshal(api.CreateTopicRequest{Name: "sf", Partitions: 1})
-	if resp, err := http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body)); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("create: %v %v", resp, err)
+	resp, err := http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %v", resp)
 	}
 	for i := 0; i < 3; i++ {
 		resp, err := http.Post(c.URL+"/v1/topics/sf/records", "application/json", bytes.NewReader([]byte(fmt.Sprintf(`{"records":[{"value":%d}]}`, i))))

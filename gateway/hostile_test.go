@@ -342,7 +342,7 @@ func pipeRequest(t *testing.T, base, path string, declared int64) (*io.PipeWrite
 	req.ContentLength = declared
 	answer := make(chan *http.Response, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // handed over on answer; its receiver closes the body
 		if err != nil {
 			pr.CloseWithError(err)
 			answer <- nil
@@ -366,8 +366,9 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	used := func() float64 { return c.metric("sluice_gateway_produce_memory_bytes") }
 
 	t.Run("never fits", func(t *testing.T) {
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", budget+1)
-		go func() { _, _ = pw.Write([]byte(`{"records":[`)) }() // fails once the gateway refuses the body
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", budget+1) //nolint:bodyclose // closed below, once it arrives
+		// The write fails once the gateway refuses the body.
+		go func() { _, _ = pw.Write([]byte(`{"records":[`)) }()
 		resp := <-answer
 		if resp == nil {
 			t.Fatal("no answer while the body was still owed")
@@ -378,7 +379,7 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	})
 
 	t.Run("declared, not sent", func(t *testing.T) {
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", 8<<20)
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", 8<<20) //nolint:bodyclose // closed below, once it arrives
 		if _, err := pw.Write([]byte(`{"records":[`)); err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	t.Run("busy", func(t *testing.T) {
 		// A holds 8 of the 10 MiB: 5 MiB of white space has arrived, and
 		// its buffer doubled to 8 MiB to take it.
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", -1)
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", -1) //nolint:bodyclose // closed below, once it arrives
 		go func() {
 			// A failed write fails request A, which the test checks.
 			_, _ = pw.Write([]byte(`{"records":[{"value":"a"}]`))
