@@ -361,6 +361,9 @@ func benchClient(conns int) *http.Client {
 func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (benchResult, error) {
 	client := benchClient(c.connections)
 	defer client.CloseIdleConnections()
+	// Requests end with the command; the run's deadline only stops new
+	// ones, so the last of them are measured whole.
+	reqCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	var (
@@ -406,7 +409,7 @@ func benchProduce(ctx context.Context, c benchConfig, url string, body []byte) (
 						continue
 					}
 				}
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/x-ndjson")
 				resp, err := client.Do(req)
 				if err != nil {
@@ -475,7 +478,14 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 				if c.raw {
 					route = "batches?max_bytes=4194304"
 				}
-				resp, err := client.Get(fmt.Sprintf("%s/v1/topics/%s/partitions/%d/%s&offset=%d", c.url, c.topic, p.Partition, route, next))
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/%s/partitions/%d/%s&offset=%d", c.url, c.topic, p.Partition, route, next), nil)
+				if err != nil {
+					mu.Lock()
+					ers = append(ers, err)
+					mu.Unlock()
+					return
+				}
+				resp, err := client.Do(req)
 				if err != nil {
 					mu.Lock()
 					ers = append(ers, err)
@@ -525,8 +535,19 @@ func benchConsume(ctx context.Context, c benchConfig) (benchResult, error) {
 	return res, errors.Join(ers...)
 }
 
+// setupTimeout bounds each call a bench makes to prepare or inspect the
+// cluster (topic metadata, creating a topic), so a gateway that stops
+// answering fails the bench instead of hanging it.
+const setupTimeout = time.Minute
+
 func getJSON(url string, out any) error {
-	resp, err := http.Get(url)
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -539,7 +560,14 @@ func getJSON(url string, out any) error {
 
 func ensureTopic(base, topic string, partitions, rf int, configs map[string]string) error {
 	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
-	resp, err := http.Post(base+"/v1/topics", "application/json", bytes.NewReader(b))
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/topics", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -592,8 +620,14 @@ func startEmbedded(n int, bucket tier.Bucket) (string, string, func(), error) {
 	}
 	gw.Start()
 	url := "http://" + gw.Addr()
+	ready, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
 	for i := 0; i < 500; i++ {
-		if resp, err := http.Get(url + "/readyz"); err == nil {
+		req, err := http.NewRequestWithContext(ready, http.MethodGet, url+"/readyz", nil)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				break
@@ -673,7 +707,12 @@ func benchCold(ctx context.Context, c benchConfig, records int, results string) 
 	client := benchClient(c.connections)
 	for _, topic := range []string{hot, cold} {
 		for n := 0; n < records; n += c.batch {
-			resp, err := client.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/topics/"+topic+"/records?acks=all", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			resp, err := client.Do(req)
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ import (
 // partition fetches of the same records, in alternating rounds, and reports
 // commit latency.
 func benchGroup(ctx context.Context, c benchConfig, records int, results string) error {
-	if err := fillTopic(c, c.topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.topic, records); err != nil {
 		return err
 	}
 	var t api.Topic
@@ -68,7 +68,7 @@ func benchGroup(ctx context.Context, c benchConfig, records int, results string)
 }
 
 // fillTopic produces records into topic (acks=all) unless it holds that many.
-func fillTopic(c benchConfig, topic string, records int) error {
+func fillTopic(ctx context.Context, c benchConfig, topic string, records int) error {
 	var t api.Topic
 	if err := getJSON(c.url+"/v1/topics/"+topic, &t); err != nil {
 		return err
@@ -81,7 +81,12 @@ func fillTopic(c benchConfig, topic string, records int) error {
 	client := benchClient(c.connections)
 	defer client.CloseIdleConnections()
 	for n := int(have); n < records; n += c.batch {
-		resp, err := client.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/topics/"+topic+"/records?acks=all", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ func benchConsumeRedis(ctx context.Context, c benchConfig, records int, redisURL
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", ropts.Addr, err)
 	}
-	if err := fillTopic(c, c.topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.topic, records); err != nil {
 		return err
 	}
 	cl, err := newClient(c.url)

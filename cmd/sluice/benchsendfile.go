@@ -30,7 +30,7 @@ import (
 // so the difference is the server side: the gateway, the hop to the broker
 // and the broker's read.
 func benchSendfile(ctx context.Context, c benchConfig, records int, dataDir string, results string) error {
-	if err := fillTopic(c, c.topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.topic, records); err != nil {
 		return err
 	}
 	var t api.Topic

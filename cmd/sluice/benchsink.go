@@ -86,7 +86,7 @@ func benchSink(ctx context.Context, args []string) error {
 	if err := ensureTopic(c.url, c.topic, c.partitions, 1, nil); err != nil {
 		return err
 	}
-	if err := fillSinkTopic(c, c.topic); err != nil {
+	if err := fillSinkTopic(ctx, c, c.topic); err != nil {
 		return err
 	}
 	cl, err := newClient(c.url)
@@ -115,7 +115,7 @@ func benchSink(ctx context.Context, args []string) error {
 
 // fillSinkTopic produces records into topic until it holds c.records:
 // keys k0..k999, values {"n":i,"s":"<random letters>"} of c.size bytes.
-func fillSinkTopic(c sinkBenchConfig, topic string) error {
+func fillSinkTopic(ctx context.Context, c sinkBenchConfig, topic string) error {
 	var t api.Topic
 	if err := getJSON(c.url+"/v1/topics/"+topic, &t); err != nil {
 		return err
@@ -138,7 +138,12 @@ func fillSinkTopic(c sinkBenchConfig, topic string) error {
 			}
 			fmt.Fprintf(&b, `{"key":"k%d","value":%s%s"}}`+"\n", i%1000, head, letters)
 		}
-		resp, err := hc.Post(c.url+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", &b)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/topics/"+topic+"/records?acks=all", &b)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := hc.Do(req)
 		if err != nil {
 			return err
 		}
