@@ -117,16 +117,6 @@ func (a ACL) Key() string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// matchesName reports whether the ACL's pattern covers name.
-func (a ACL) matchesName(name string) bool {
-	switch a.PatternType {
-	case PatternPrefixed:
-		return strings.HasPrefix(name, a.ResourceName)
-	default:
-		return a.ResourceName == "*" || a.ResourceName == name
-	}
-}
-
 // Filter selects ACLs in a listing or deletion; empty fields match anything.
 type Filter struct {
 	Principal    string

@@ -74,7 +74,7 @@ func Broker(ctx context.Context, o BrokerOptions) error {
 		}
 	}()
 	for i := range o.Connections {
-		c, err := idleConn(addr)
+		c, err := idleConn(ctx, addr)
 		if err != nil {
 			return fmt.Errorf("connection %d: %w", i, err)
 		}
@@ -133,8 +133,9 @@ func waitLed(ctx context.Context, url, topic string, n int) error {
 
 // idleConn opens a connection, makes one keep-alive request on it and
 // leaves it open and unread.
-func idleConn(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+func idleConn(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

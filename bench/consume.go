@@ -13,6 +13,7 @@ import (
 	gojson "github.com/goccy/go-json"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // benchConsume reads every partition from the earliest offset to the HW seen
@@ -63,7 +64,7 @@ func benchConsume(ctx context.Context, c ThroughputOptions) (benchResult, error)
 				if c.Raw {
 					nbytes = int64(len(b))
 					var last int64
-					_, _ = api.ScanBatches(b, false, func(h api.BatchHeader, _ []byte) error {
+					_, _ = recordbatch.Scan(b, false, func(h recordbatch.Header, _ []byte) error {
 						n += h.NextOffset() - max(h.BaseOffset, next)
 						last = h.NextOffset()
 						return nil

@@ -199,8 +199,14 @@ func (p *e2eProducer) run(ctx context.Context, rcv *e2eReceivers, rate float64, 
 				}
 				body.Reset()
 				p.fill(&body, s.at, s.n)
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body.Bytes()))
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				req.Header.Set("Content-Type", "application/x-ndjson")
 				t0 := time.Now()
-				resp, err := hc.Post(p.url, "application/x-ndjson", bytes.NewReader(body.Bytes()))
+				resp, err := hc.Do(req)
 				if err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -364,7 +370,7 @@ func (r *e2eReceivers) err() error {
 func (r *e2eReceivers) close() {
 	r.cancel()
 	for _, s := range r.streams {
-		s.Close()
+		_ = s.Close() // a Stream's Close never fails
 	}
 	r.wg.Wait()
 }

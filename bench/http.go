@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/client"
 )
 
@@ -42,7 +43,7 @@ func getJSON(url string, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return api.ReadError(resp)
+		return apihttp.ReadError(resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
@@ -58,7 +59,7 @@ func ensureTopic(base, topic string, partitions, rf int, configs map[string]stri
 	if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict {
 		return nil
 	}
-	return api.ReadError(resp)
+	return apihttp.ReadError(resp)
 }
 
 // newClient is a Go client of the gateway at base.

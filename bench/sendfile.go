@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // benchSendfile is `sluice bench consume --raw --baseline sendfile`: raw
@@ -155,7 +156,7 @@ func rawRead(ctx context.Context, client *http.Client, url string) (int64, int64
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, api.ReadError(resp)
+		return 0, 0, apihttp.ReadError(resp)
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err != nil {
@@ -265,7 +266,7 @@ func startSendfileServer(files []partitionFiles) (*sendfileServer, error) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // opened read-only
 		if _, err := f.Seek(at, io.SeekStart); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

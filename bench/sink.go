@@ -200,7 +200,7 @@ func runSinkToEnd(ctx context.Context, c SinkOptions, store sink.Store, group st
 			return 0, sink.Stats{}, fmt.Errorf("the sink stopped after %d of %d records: %v", s.Stats().Written, want, err)
 		case <-ctx.Done():
 			cancel()
-			<-done
+			_ = <-done // its cancellation
 			return 0, sink.Stats{}, ctx.Err()
 		case <-t.C:
 		}

@@ -30,11 +30,6 @@ func appendBenchRow(path string, row benchRow) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	var b strings.Builder
 	if !strings.HasSuffix(string(old), "|\n") {
 		if len(old) > 0 && !strings.HasSuffix(string(old), "\n\n") {
@@ -49,7 +44,14 @@ func appendBenchRow(path string, row benchRow) error {
 		return strings.ReplaceAll(s, "|", "/")
 	}
 	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(row.scenario), cell(row.unit), cell(row.baseline), cell(row.sluice), cell(row.ratio), cell(row.aim))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
 	_, err = f.WriteString(b.String())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 

@@ -113,14 +113,17 @@ func WS(ctx context.Context, o WSOptions) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer cmd.Wait()
-	defer stdin.Close()
+	defer func() {
+		// On a failure below: end the client; the failure is what is reported.
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		return fmt.Errorf("client process: %q %v", line, err)
 	}
 	opened := time.Since(start)
-	open, err := scrapeGauge(url, "sluice_gateway_ws_connections")
+	open, err := scrapeGauge(ctx, url, "sluice_gateway_ws_connections")
 	if err != nil {
 		return err
 	}
@@ -131,12 +134,12 @@ func WS(ctx context.Context, o WSOptions) error {
 		return err
 	}
 
-	stdin.Close()
+	_ = stdin.Close() // the client exits at the end of its input; Wait says how
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("client process: %w", err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if v, err := scrapeGauge(url, "sluice_gateway_ws_connections"); err == nil && v <= 1 {
+		if v, err := scrapeGauge(ctx, url, "sluice_gateway_ws_connections"); err == nil && v <= 1 {
 			break
 		}
 	}
@@ -254,7 +257,12 @@ func probeLatency(ctx context.Context, url string, probe *websocket.Conn, rounds
 	for range rounds {
 		time.Sleep(200 * time.Millisecond)
 		start := time.Now()
-		resp, err := http.Post(url+"/v1/topics/bench-ws/records", "application/json", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/topics/bench-ws/records", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return nil, err
 		}
@@ -303,8 +311,12 @@ func measureProcess() processMeasure {
 }
 
 // scrapeGauge reads one unlabelled sample from a gateway's /metrics.
-func scrapeGauge(url, name string) (float64, error) {
-	resp, err := http.Get(url + "/metrics")
+func scrapeGauge(ctx context.Context, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
@@ -127,7 +128,7 @@ func (b *Broker) check(op auth.Operation, rt auth.ResourceType) func(http.Handle
 				name = chi.URLParam(r, string(rt))
 			}
 			if err := b.authorize(r.Context(), op, rt, name); err != nil {
-				api.WriteError(w, err)
+				apihttp.WriteError(w, err)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -141,7 +142,7 @@ func (b *Broker) brokersOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(b.opts.ClusterSecret) > 0 {
 			if _, ok := brokerapi.BrokerID(callerNode(r.Context())); !ok {
-				api.WriteError(w, b.refused(api.Errorf(api.CodeNotAuthorized, "%s is for brokers, not %q", r.URL.Path, callerNode(r.Context()))))
+				apihttp.WriteError(w, b.refused(api.Errorf(api.CodeNotAuthorized, "%s is for brokers, not %q", r.URL.Path, callerNode(r.Context()))))
 				return
 			}
 		}

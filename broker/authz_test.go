@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/testcerts"
 	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const adminToken = "slc_0123456789abcdef_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -68,7 +69,7 @@ func TestBrokerAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := c.Brokers[0].Addr()
-	batch, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"v"`)}}, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"v"`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

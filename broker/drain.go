@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
@@ -125,14 +126,14 @@ func (b *Broker) movableLeaderships(md *cluster.Metadata) int {
 func (b *Broker) handleDrain(w http.ResponseWriter, r *http.Request) {
 	ms, err := queryInt(r, "timeout_ms", 30_000, 1, maxDrainWait.Milliseconds())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(ms)*time.Millisecond)
 	defer cancel()
 	held, err := b.Drain(ctx)
 	if err != nil {
-		api.WriteError(w, api.Errorf(api.CodeRequestTimedOut, "broker %d still leads %d partitions another replica could take: %v", b.opts.ID, b.movableLeaderships(b.view.Current()), err))
+		apihttp.WriteError(w, api.Errorf(api.CodeRequestTimedOut, "broker %d still leads %d partitions another replica could take: %v", b.opts.ID, b.movableLeaderships(b.view.Current()), err))
 		return
 	}
 	writeJSON(w, http.StatusOK, brokerapi.DrainResult{BrokerID: b.opts.ID, Leaderships: held})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/quota"
@@ -44,16 +45,16 @@ func (b *Broker) partitionAndEpoch(r *http.Request) (*Partition, int32, error) {
 func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
 	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := p.checkLeader(epoch); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	asked, err := queryInt(r, "epoch", 0, 0, 1<<31-1)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	e, end := p.log.EndOffsetForEpoch(int32(asked))
@@ -68,39 +69,39 @@ func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	offset, err := queryInt(r, "offset", 0, -1<<62, 1<<62)
 	if err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidOffset, "%v", err))
 		return
 	}
 	maxBytes, err := queryInt(r, "max_bytes", defaultFetchMaxBytes, 1, maxFetchMaxBytes)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	minBytes, err := queryInt(r, "min_bytes", 1, 0, maxFetchMaxBytes)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	waitMs, err := queryInt(r, "max_wait_ms", 0, 0, maxFetchWait.Milliseconds())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	// max_records lets a reader that decodes records (the gateway's JSON
 	// routes) take only the batches that hold them.
 	maxRecords, err := queryInt(r, "max_records", 0, 0, 1<<31-1)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	replica, err := queryInt(r, "replica_id", 0, 0, 1<<31-1)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if replica > 0 {
@@ -113,7 +114,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		err = b.admitFetch(r)
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if replica == 0 && offset < p.log.Offsets().LogStart {
@@ -144,7 +145,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 		if res.Size >= minBytes || ctx.Err() != nil {
@@ -207,7 +208,7 @@ func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition,
 	defer cancel()
 	data, next, err := b.cold.ReadPieces(ctx, seg, offset, maxBytes, maxRecords)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if next == seg.Next {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // readFromRecorder is a ResponseWriter that, like net/http's, implements
@@ -31,8 +32,13 @@ func (r *readFromRecorder) ReadFrom(src io.Reader) (int64, error) {
 func TestFetchHandsTheSegmentFileToReadFrom(t *testing.T) {
 	c := embedtest.Start(t, embedtest.Options{})
 	body, _ := json.Marshal(api.CreateTopicRequest{Name: "sf", Partitions: 1})
-	if resp, err := http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body)); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("create: %v %v", resp, err)
+	resp, err := http.Post(c.URL+"/v1/topics", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %v", resp)
 	}
 	for i := 0; i < 3; i++ {
 		resp, err := http.Post(c.URL+"/v1/topics/sf/records", "application/json", bytes.NewReader([]byte(fmt.Sprintf(`{"records":[{"value":%d}]}`, i))))
@@ -55,7 +61,7 @@ func TestFetchHandsTheSegmentFileToReadFrom(t *testing.T) {
 		t.Fatalf("ReadFrom got a LimitedReader over %T, want *os.File (sendfile needs it)", lr.R)
 	}
 	var offsets []int64
-	if _, err := api.ScanBatches(rec.Body.Bytes(), true, func(h api.BatchHeader, b []byte) error {
+	if _, err := recordbatch.Scan(rec.Body.Bytes(), true, func(h recordbatch.Header, b []byte) error {
 		offsets = append(offsets, h.BaseOffset)
 		return nil
 	}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/offsets"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // groupCoordinator hosts the consumer groups of one __consumer_offsets
@@ -134,8 +135,8 @@ func (gc *groupCoordinator) loadLocked(epoch int32) error {
 			// commits: refuse to serve instead, and try again later.
 			return api.Errorf(api.CodeCoordinatorLoading, "%s: the group log reads nothing at %d, below its end %d", gc.p, off, o.LogEnd)
 		}
-		if _, err := api.ScanBatches(raw, false, func(h api.BatchHeader, b []byte) error {
-			_, recs, err := api.DecodeBatch(b)
+		if _, err := recordbatch.Scan(raw, false, func(h recordbatch.Header, b []byte) error {
+			_, recs, err := recordbatch.Decode(b)
 			if err != nil {
 				return err
 			}
@@ -159,11 +160,11 @@ func (gc *groupCoordinator) loadLocked(epoch int32) error {
 // loaded epoch, and returns the log end after it. The wait for the ISR
 // comes later, outside the lock.
 func (gc *groupCoordinator) appendLocked(recs []offsets.Record) (int64, error) {
-	rs := make([]api.Record, len(recs))
+	rs := make([]recordbatch.Record, len(recs))
 	for i, r := range recs {
-		rs[i] = api.Record{Key: r.Key, Value: r.Value}
+		rs[i] = recordbatch.Record{Key: r.Key, Value: r.Value}
 	}
-	batch, err := api.EncodeBatch(nil, rs, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, rs, recordbatch.Options{})
 	if err != nil {
 		return 0, err
 	}

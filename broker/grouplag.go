@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/offsets"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // lagRow is one group partition's lag as last measured.
@@ -102,11 +103,11 @@ func (b *Broker) recordTimestamp(ctx context.Context, addr, topic string, partit
 		return 0, false
 	}
 	ts, found := int64(0), false
-	_, _ = api.ScanBatches(raw, false, func(h api.BatchHeader, batch []byte) error {
+	_, _ = recordbatch.Scan(raw, false, func(h recordbatch.Header, batch []byte) error {
 		if found {
 			return nil
 		}
-		_, recs, err := api.DecodeBatch(batch)
+		_, recs, err := recordbatch.Decode(batch)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,9 @@ func TestGroupLagMetrics(t *testing.T) {
 			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, rb)
 		}
 		if out != nil {
-			json.Unmarshal(rb, out)
+			if err := json.Unmarshal(rb, out); err != nil {
+				t.Fatalf("POST %s: %v in %s", path, err, rb)
+			}
 		}
 	}
 	post("/v1/topics", api.CreateTopicRequest{Name: "lagged", Partitions: 1}, nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/offsets"
@@ -52,20 +53,20 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req brokerapi.GroupJoin
 	if err := decodeGroupBody(r, &req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if req.Kind != api.MemberKindWS {
 		req.Kind = api.MemberKindHTTP
 	}
 	if err := b.authorizeTopics(r.Context(), auth.OpRead, req.Topics); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	meta := b.groupMeta()
 	p, err := offsets.ValidateJoin(req.JoinGroupRequest, req.Kind, meta)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	id := newMemberID()
@@ -114,14 +115,14 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
 	var req brokerapi.GroupPollRequest
 	if err := decodeGroupBody(r, &req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	var cursor *api.Cursor
 	if req.Cursor != "" {
 		c, err := api.DecodeCursor(req.Cursor)
 		if err != nil {
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 		cursor = &c
@@ -153,7 +154,7 @@ func (b *Broker) handleEndPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
 	var req brokerapi.GroupPositions
 	if err := decodeGroupBody(r, &req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
@@ -185,13 +186,13 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.CommitRequest
 	if err := decodeGroupBody(r, &req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if req.Cursor != "" {
 		c, err := api.DecodeCursor(req.Cursor)
 		if err != nil {
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 		if req.MemberEpoch == 0 {
@@ -200,14 +201,14 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 		req.Offsets = append(req.Offsets, c.Positions...)
 	}
 	if len(req.Offsets) == 0 && req.Cursor == "" {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "nothing to commit: give offsets or a cursor"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "nothing to commit: give offsets or a cursor"))
 		return
 	}
 	if req.Offsets == nil {
 		req.Offsets = []api.PartitionOffset{} // a cursor of a member with no partitions: a heartbeat
 	}
 	if err := b.authorizeTopics(r.Context(), auth.OpRead, offsetTopics(req.Offsets)); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
@@ -225,11 +226,11 @@ func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req brokerapi.GroupSetOffsets
 	if err := decodeGroupBody(r, &req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := b.authorizeTopics(r.Context(), auth.OpRead, offsetTopics(req.Offsets)); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {

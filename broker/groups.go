@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/offsets"
 )
 
@@ -55,16 +56,6 @@ func (h *groupHost) coordinator(p *Partition) *groupCoordinator {
 	return gc
 }
 
-func (h *groupHost) all() []*groupCoordinator {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]*groupCoordinator, 0, len(h.coords))
-	for _, gc := range h.coords {
-		out = append(out, gc)
-	}
-	return out
-}
-
 // groupMeta reports topics' partition counts to the group state machine.
 func (b *Broker) groupMeta() offsets.Metadata {
 	md := b.view.Current()
@@ -108,6 +99,6 @@ func (b *Broker) withCoordinator(w http.ResponseWriter, r *http.Request, group s
 		err = f(gc)
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 	}
 }

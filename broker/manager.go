@@ -210,7 +210,7 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 		return nil, err
 	}
 	if err := commitlog.WriteFileAtomic(m.fs, dir, partitionMetaFile, []byte("topic_id: "+topicID+"\n")); err != nil {
-		l.Close()
+		_ = l.Close() // the write error is the one to report
 		return nil, err
 	}
 	p := newPartition(tp.topic, topicID, tp.id, l, cfg, replicas, m.deps)

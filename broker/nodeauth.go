@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
@@ -71,24 +72,24 @@ func (b *Broker) nodeAuth(next http.Handler) http.Handler {
 		case len(b.opts.ClusterSecret) > 0:
 			var err error
 			if node, err = brokerapi.VerifyNode(b.opts.ClusterSecret, r, time.Now()); err != nil {
-				api.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "internal API: %v", err)))
+				apihttp.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "internal API: %v", err)))
 				return
 			}
 		case nodeCerts(b.opts.TLS):
 			// Only a node may speak for a principal: anyone else's header
 			// would be a forgery nothing here could detect.
 			if node = certNode(r); node == "" && r.Header.Get(brokerapi.HeaderPrincipal) != "" {
-				api.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "internal API: %s from a caller without a cluster node's certificate", brokerapi.HeaderPrincipal)))
+				apihttp.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "internal API: %s from a caller without a cluster node's certificate", brokerapi.HeaderPrincipal)))
 				return
 			}
 		}
 		principal, err := requestPrincipal(r, node)
 		if err != nil {
-			api.WriteError(w, b.refused(err))
+			apihttp.WriteError(w, b.refused(err))
 			return
 		}
 		if b.opts.Auth.Required && principal == auth.Anonymous && r.URL.Path != brokerapi.PathHealth {
-			api.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "this broker requires a principal: a gateway names it in %s", brokerapi.HeaderPrincipal)))
+			apihttp.WriteError(w, b.refused(api.Errorf(api.CodeUnauthenticated, "this broker requires a principal: a gateway names it in %s", brokerapi.HeaderPrincipal)))
 			return
 		}
 		ctx := withPrincipal(r.Context(), principal)

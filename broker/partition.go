@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 	"github.com/sluice-io/sluice/replica"
 )
 
@@ -375,7 +376,7 @@ func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int
 // only when its newest record is too old. LogAppendTime batches carry no
 // producer timestamps.
 func checkBatchTimes(buf []byte, cfg api.TopicConfig, now int64) error {
-	_, err := api.ScanBatches(buf, false, func(h api.BatchHeader, _ []byte) error {
+	_, err := recordbatch.Scan(buf, false, func(h recordbatch.Header, _ []byte) error {
 		ts := h.MaxTimestamp
 		switch {
 		case h.LogAppendTime() || ts < 0:

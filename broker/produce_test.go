@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // forgeBatch returns a copy of batch b changed by f with its CRC recomputed:
@@ -26,7 +27,7 @@ func forgeBatch(b []byte, f func(b []byte)) []byte {
 // maxDelta is the largest record timestamp of a batch minus its base
 // timestamp.
 func maxDelta(b []byte) int64 {
-	h, err := api.ParseBatchHeader(b)
+	h, err := recordbatch.ParseHeader(b)
 	if err != nil {
 		panic(err)
 	}
@@ -43,16 +44,16 @@ func TestForgedBatchOnTheInternalRoute(t *testing.T) {
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "m", Partitions: 1}, 201)
 	rc.post("/v1/topics/m/records", map[string]any{"records": []map[string]any{{"value": 0}, {"value": 1}}}, 200)
 
-	recs := []api.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}
-	plain, err := api.EncodeBatch(nil, recs, api.BatchOptions{})
+	recs := []recordbatch.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}
+	plain, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	zstd, err := api.EncodeBatch(nil, recs, api.BatchOptions{Compression: api.CompressionZstd})
+	zstd, err := recordbatch.Encode(nil, recs, recordbatch.Options{Compression: api.CompressionZstd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ahead, err := api.EncodeBatch(nil, []api.Record{{Timestamp: time.Now().Add(61 * time.Minute).UnixMilli(), Value: []byte(`"z"`)}}, api.BatchOptions{})
+	ahead, err := recordbatch.Encode(nil, []recordbatch.Record{{Timestamp: time.Now().Add(61 * time.Minute).UnixMilli(), Value: []byte(`"z"`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +72,10 @@ func TestForgedBatchOnTheInternalRoute(t *testing.T) {
 		// The second record's offset delta (after its length, attributes and
 		// timestamp delta bytes) says 2.
 		{"offset deltas out of order", forgeBatch(plain, func(b []byte) {
-			second := api.BatchHeaderSize + 1 + int(b[api.BatchHeaderSize]>>1)
+			second := recordbatch.HeaderSize + 1 + int(b[recordbatch.HeaderSize]>>1)
 			b[second+3] = 4
 		}), api.CodeCorruptRecord},
-		{"a control batch", forgeBatch(plain, func(b []byte) { b[22] |= byte(api.AttrControl) }), api.CodeInvalidRecord},
+		{"a control batch", forgeBatch(plain, func(b []byte) { b[22] |= byte(recordbatch.AttrControl) }), api.CodeInvalidRecord},
 		{"a good batch, then a forged one", append(bytes.Clone(plain), forgeBatch(plain, countUp)...), api.CodeCorruptRecord},
 		// message.timestamp.after.max.ms is an hour by default.
 		{"a timestamp 61 minutes ahead", ahead, api.CodeInvalidTimestamp},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/commitlog"
 )
@@ -18,35 +19,35 @@ import (
 func (b *Broker) handleProducerSnapshot(w http.ResponseWriter, r *http.Request) {
 	if len(b.opts.ClusterSecret) > 0 {
 		if _, ok := brokerapi.BrokerID(callerNode(r.Context())); !ok {
-			api.WriteError(w, api.Errorf(api.CodeNotAuthorized, "producer snapshots are for brokers, not %q", callerNode(r.Context())))
+			apihttp.WriteError(w, api.Errorf(api.CodeNotAuthorized, "producer snapshots are for brokers, not %q", callerNode(r.Context())))
 			return
 		}
 	}
 	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := p.checkLeader(epoch); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	offset, err := queryInt(r, "offset", -1, 0, 1<<62)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if offset < 0 {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "offset is required"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "offset is required"))
 		return
 	}
 	snap, err := p.log.ProducerSnapshotAt(offset)
 	if errors.Is(err, commitlog.ErrNoProducerSnapshot) {
-		api.WriteError(w, api.Errorf(api.CodeNotFound, "no producer snapshot at offset %d", offset))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no producer snapshot at offset %d", offset))
 		return
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

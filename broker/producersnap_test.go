@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // A follower that was away while its leader deleted the segments it would
@@ -18,7 +19,7 @@ func TestFollowerThatStartsOverKeepsProducers(t *testing.T) {
 	c := startReplicated(t)
 	bc := brokerapi.NewClient()
 	ctx := context.Background()
-	idem, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}}, api.BatchOptions{ProducerID: 4242, ProducerEpoch: 0, BaseSequence: 0})
+	idem, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}}, recordbatch.Options{ProducerID: 4242, ProducerEpoch: 0, BaseSequence: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

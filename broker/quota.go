@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/quota"
 )
@@ -47,7 +48,7 @@ func (b *Broker) throttleRequests(next http.Handler) http.Handler {
 		}
 		if p, c, ok := quotaCaller(r); ok {
 			if d := b.quotas.enforcer.Admit(p, c, quota.Request, 1); d > 0 {
-				api.WriteError(w, throttled(p, "request_rate", d))
+				apihttp.WriteError(w, throttled(p, "request_rate", d))
 				return
 			}
 		}

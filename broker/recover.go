@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // Panics. A bug that panics in one request or one pass of a background loop
@@ -86,7 +87,7 @@ func (b *Broker) recoverer(next http.Handler) http.Handler {
 				panic(v)
 			}
 			b.countPanic("http", v)
-			api.WriteError(w, api.Errorf(api.CodeInternal, "internal error serving %s %s", r.Method, r.URL.Path))
+			apihttp.WriteError(w, api.Errorf(api.CodeInternal, "internal error serving %s %s", r.Method, r.URL.Path))
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 type rcluster struct {
@@ -130,7 +131,7 @@ func (c rcluster) replicasAgree() {
 			if err != nil || len(raw) == 0 {
 				c.t.Fatalf("broker %d: read at %d: %d bytes, %v", b.ID(), off, len(raw), err)
 			}
-			_, _ = api.ScanBatches(raw, true, func(h api.BatchHeader, _ []byte) error {
+			_, _ = recordbatch.Scan(raw, true, func(h recordbatch.Header, _ []byte) error {
 				got = append(got, batchID{h.BaseOffset, h.PartitionLeaderEpoch, h.CRC})
 				return nil
 			})
@@ -214,7 +215,7 @@ func TestLeaderFailoverAndPreferredLeaderReturns(t *testing.T) {
 		t.Fatalf("new leader's HW %d: acknowledged records missing", after.HighWatermark)
 	}
 	// A sender still routing with the old epoch is fenced, and writes nothing.
-	stale, _ := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"stale"`)}}, api.BatchOptions{})
+	stale, _ := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"stale"`)}}, recordbatch.Options{})
 	_, err := brokerapi.NewClient().Produce(context.Background(), c.Brokers[after.Leader-1].Addr(), "r", 0, "1", time.Second, before.LeaderEpoch, stale)
 	if !errors.Is(err, api.ErrFencedLeaderEpoch) {
 		t.Fatalf("produce in the old epoch: %v, want FENCED_LEADER_EPOCH", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/quota"
@@ -33,10 +34,10 @@ func (b *Broker) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(b.recoverer, b.nodeAuth, b.throttleRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	// Each route maps to the check of the gateway route that calls it
 	// (authz.go; a no-op unless Options.Auth.Required); routes whose
@@ -98,40 +99,40 @@ func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 	p, epoch, err := b.partitionAndEpoch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	acks, err := ParseAcks(r.URL.Query().Get("acks"))
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	timeoutMs, err := queryInt(r, "timeout_ms", defaultProduceWait.Milliseconds(), 0, 5*60*1000)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if r.ContentLength > b.opts.MaxRequestBytes {
-		api.WriteError(w, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes exceeds %d", r.ContentLength, b.opts.MaxRequestBytes))
+		apihttp.WriteError(w, api.Errorf(api.CodeRequestTooLarge, "body of %d bytes exceeds %d", r.ContentLength, b.opts.MaxRequestBytes))
 		return
 	}
 	bp, err := readBody(r, b.opts.MaxRequestBytes)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	// The log copies the batches into its file; the buffer is free after Produce.
 	defer putBody(bp)
 	body := *bp
 	if err := b.admitProduce(r, len(body)); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := contextWithTimeout(r, time.Duration(timeoutMs)*time.Millisecond)
 	defer cancel()
 	res, err := p.Produce(ctx, body, acks, epoch)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	b.traffic.produced(res.BaseOffset, res.LastOffset, len(body))
@@ -193,11 +194,11 @@ func readBody(r *http.Request, limit int64) (*[]byte, error) {
 func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 	p, err := b.partitionFor(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := p.checkLeader(-1); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	res := brokerapi.OffsetsResult{Positions: p.positions()}
@@ -209,12 +210,12 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 	default:
 		ts, err := strconv.ParseInt(at, 10, 64)
 		if err != nil {
-			api.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
+			apihttp.WriteError(w, api.Errorf(api.CodeInvalidOffset, "at=%q: want earliest, latest or a timestamp in ms", at))
 			return
 		}
 		off, ok, err := b.offsetForTimestamp(r.Context(), p, ts)
 		if err != nil {
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 		res.Offset = -1
@@ -228,7 +229,7 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleTopicStatus(w http.ResponseWriter, r *http.Request) {
 	topic := chi.URLParam(r, "topic")
 	if _, ok := b.view.Current().Topics[topic]; !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
 		return
 	}
 	res := brokerapi.TopicStatus{Partitions: []brokerapi.PartitionStatus{}}
@@ -241,17 +242,17 @@ func (b *Broker) handleTopicStatus(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTopicRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad topic body: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad topic body: %v", err))
 		return
 	}
 	if !b.allowed(r.Context(), auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
 		if err := b.authorize(r.Context(), auth.OpCreate, auth.ResourceTopic, req.Name); err != nil {
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 	}
 	if err := b.ctl.createTopic(r.Context(), req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusCreated)
@@ -259,7 +260,7 @@ func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 
 func (b *Broker) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	if err := b.ctl.deleteTopic(r.Context(), chi.URLParam(r, "topic")); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -268,11 +269,11 @@ func (b *Broker) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request) {
 	var req api.AlterTopicConfigRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad config body: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad config body: %v", err))
 		return
 	}
 	if err := b.ctl.alterTopicConfig(r.Context(), chi.URLParam(r, "topic"), req); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

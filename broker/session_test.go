@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // drivenSession is a coordinator session whose session events the test
@@ -123,7 +124,7 @@ func TestStaleStateDoesNotLiftTheFence(t *testing.T) {
 	b := c.Brokers[0]
 	client := brokerapi.NewClient()
 	defer client.Close()
-	batch, err := api.EncodeBatch(nil, []api.Record{{Value: []byte("x")}}, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte("x")}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

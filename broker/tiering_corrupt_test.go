@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -52,7 +53,7 @@ func testTieredCorruptObjects(t *testing.T, bkt tier.Bucket) {
 	c.putObject(badIndex.IndexKey(), far)
 	badOffset, badPos := entry(logIndex, 1)
 	flipped := bytes.Clone(logObj)
-	flipped[badPos+api.BatchHeaderSize+2] ^= 0x20
+	flipped[badPos+recordbatch.HeaderSize+2] ^= 0x20
 	c.putObject(badLog.LogKey(), flipped)
 
 	c.consumeToCorruption("rot", 0, badIndex.Base)

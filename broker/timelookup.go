@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -54,11 +54,11 @@ func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, seg tier.RemoteSe
 			return 0, false, err
 		}
 		found, at := false, int64(0)
-		_, err = api.ScanBatches(data, false, func(h api.BatchHeader, batch []byte) error {
+		_, err = recordbatch.Scan(data, false, func(h recordbatch.Header, batch []byte) error {
 			if found || h.MaxTimestamp < ts {
 				return nil
 			}
-			_, recs, err := api.DecodeBatch(batch)
+			_, recs, err := recordbatch.Decode(batch)
 			if err != nil {
 				return err
 			}

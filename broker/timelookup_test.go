@@ -46,8 +46,11 @@ func TestOffsetForTimestampInRemoteSegments(t *testing.T) {
 		var res struct {
 			Offset int64 `json:"offset"`
 		}
-		json.NewDecoder(resp.Body).Decode(&res)
+		err = json.NewDecoder(resp.Body).Decode(&res)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if res.Offset != want {
 			t.Fatalf("offset for the time of record %d: %d (local start %d)", want, res.Offset, p.LocalStartOffset)
 		}

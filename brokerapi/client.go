@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -145,7 +146,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		e := api.ReadError(resp)
+		e := apihttp.ReadError(resp)
 		if e.Code == api.CodeThrottled && c.OnThrottle != nil {
 			c.OnThrottle(req.Context(), e.Throttle)
 		}
@@ -203,7 +204,7 @@ func (c *Client) Produce(ctx context.Context, addr, topic string, partition int3
 	var res ProduceResult
 	h, err := c.doJSONHeader(req, &res)
 	if err == nil {
-		res.Throttle = api.ThrottleOf(h)
+		res.Throttle = apihttp.ThrottleOf(h)
 	}
 	return res, err
 }
@@ -296,7 +297,7 @@ func fetchAnswer(addr string, resp *http.Response) (*FetchResponse, error) {
 	fr.NextOffset = parse(api.HeaderNextOffset)
 	fr.HighWatermark = parse(api.HeaderHighWatermark)
 	fr.LogStartOffset = parse(api.HeaderLogStartOffset)
-	fr.Throttle = api.ThrottleOf(resp.Header)
+	fr.Throttle = apihttp.ThrottleOf(resp.Header)
 	if perr != nil || fr.Size < 0 {
 		return nil, api.Errorf(api.CodeBrokerUnavailable, "%s: bad fetch answer: %v", addr, perr)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // SpliceFetcher fetches raw batches over TCP connections of its own, so a
@@ -197,7 +198,7 @@ func (f *SpliceFetcher) roundTrip(ctx context.Context, sc *spliceConn, addr stri
 		return fail(err)
 	}
 	if resp.StatusCode/100 != 2 {
-		e := api.ReadError(resp)
+		e := apihttp.ReadError(resp)
 		resp.Body.Close()
 		if e.Code == api.CodeThrottled && f.c.OnThrottle != nil {
 			f.c.OnThrottle(req.Context(), e.Throttle) // as the Client's answers do

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
@@ -29,15 +30,15 @@ func fetchServer(t *testing.T, secret []byte, body []byte) (*httptest.Server, *a
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := brokerapi.VerifyNode(secret, r, time.Now()); err != nil {
-			api.WriteError(w, api.Errorf(api.CodeUnauthenticated, "%v", err))
+			apihttp.WriteError(w, api.Errorf(api.CodeUnauthenticated, "%v", err))
 			return
 		}
 		if r.URL.Query().Get("offset") == "13" {
-			api.WriteError(w, api.Errorf(api.CodeOffsetOutOfRange, "offset 13 is out of range"))
+			apihttp.WriteError(w, api.Errorf(api.CodeOffsetOutOfRange, "offset 13 is out of range"))
 			return
 		}
 		if p := r.Header.Get(brokerapi.HeaderPrincipal); p != "User:alice" {
-			api.WriteError(w, api.Errorf(api.CodeUnauthenticated, "principal %q", p))
+			apihttp.WriteError(w, api.Errorf(api.CodeUnauthenticated, "principal %q", p))
 			return
 		}
 		h := w.Header()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/client"
 )
 
@@ -292,7 +293,7 @@ func TestRetries(t *testing.T) {
 			var n atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) <= 2 {
-					api.WriteError(w, api.Errorf(tt.fail, "injected"))
+					apihttp.WriteError(w, api.Errorf(tt.fail, "injected"))
 					return
 				}
 				w.Header().Set("Content-Type", "application/json")
@@ -325,7 +326,7 @@ func TestRetryAfterAndAttempts(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
-		api.WriteError(w, api.Errorf(api.CodeTooManyRequests, "shedding")) // carries Retry-After: 1
+		apihttp.WriteError(w, api.Errorf(api.CodeTooManyRequests, "shedding")) // carries Retry-After: 1
 	}))
 	defer srv.Close()
 	c, err := client.New(srv.URL, client.WithRetry(client.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 100 * time.Millisecond}))

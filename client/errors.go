@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // Error is an error the server answered: the {"error":{"code","message",
@@ -175,7 +176,7 @@ func decodeError(status int, h http.Header, body []byte) *Error {
 // millisecond), else a Retry-After header given in seconds; dates and junk
 // are ignored.
 func retryAfter(h http.Header) time.Duration {
-	if d := api.ThrottleOf(h); d > 0 {
+	if d := apihttp.ThrottleOf(h); d > 0 {
 		return d
 	}
 	s := h.Get("Retry-After")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Offset names where a read starts: Earliest, Latest or an offset (At). The
@@ -97,10 +98,10 @@ type Batches struct {
 // Records decodes Data, checking every batch's CRC, and returns the records
 // at or after offset from (those a batch holds before it are dropped).
 // CORRUPT_RECORD when a batch fails its checks.
-func (b Batches) Records(from int64) ([]api.Record, error) {
-	var out []api.Record
-	_, err := api.ScanBatches(b.Data, false, func(_ api.BatchHeader, batch []byte) error {
-		_, recs, err := api.DecodeBatch(batch)
+func (b Batches) Records(from int64) ([]recordbatch.Record, error) {
+	var out []recordbatch.Record
+	_, err := recordbatch.Scan(b.Data, false, func(_ recordbatch.Header, batch []byte) error {
+		_, recs, err := recordbatch.Decode(batch)
 		if err != nil {
 			return err
 		}

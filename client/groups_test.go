@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/client"
 )
 
@@ -73,7 +74,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (f *fakeGroups) join(w http.ResponseWriter, r *http.Request) {
 	var req api.JoinGroupRequest
 	if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&req) != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad join"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad join"))
 		return
 	}
 	f.mu.Lock()
@@ -96,7 +97,7 @@ func (f *fakeGroups) poll(w http.ResponseWriter, r *http.Request) {
 	pos, ok := f.members[member]
 	if !ok {
 		f.mu.Unlock()
-		api.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
 		return
 	}
 	cursor := q.Get("cursor")
@@ -104,7 +105,7 @@ func (f *fakeGroups) poll(w http.ResponseWriter, r *http.Request) {
 		c, err := api.DecodeCursor(cursor)
 		if err != nil {
 			f.mu.Unlock()
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 		pos = 0 // no position in the cursor: the committed offset (none here)
@@ -117,7 +118,7 @@ func (f *fakeGroups) poll(w http.ResponseWriter, r *http.Request) {
 		code := f.failPolls[0]
 		f.failPolls = f.failPolls[1:]
 		f.mu.Unlock()
-		api.WriteError(w, api.Errorf(code, "injected"))
+		apihttp.WriteError(w, api.Errorf(code, "injected"))
 		return
 	}
 	res := api.GroupPollResponse{Records: []api.GroupRecord{}, MemberEpoch: f.epoch, Assignment: f.assignment}
@@ -149,7 +150,7 @@ func (f *fakeGroups) heartbeat(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.members[member]; !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
 		return
 	}
 	f.heartbeats = append(f.heartbeats, member)
@@ -161,7 +162,7 @@ func (f *fakeGroups) leave(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.members[member]; !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownMemberID, "no member %q", member))
 		return
 	}
 	delete(f.members, member)
@@ -172,7 +173,7 @@ func (f *fakeGroups) leave(w http.ResponseWriter, r *http.Request) {
 func (f *fakeGroups) commit(w http.ResponseWriter, r *http.Request) {
 	var req api.CommitRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad commit"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad commit"))
 		return
 	}
 	f.mu.Lock()
@@ -203,9 +204,9 @@ func (f *fakeGroups) admin(w http.ResponseWriter, r *http.Request) {
 	case "DELETE /v1/groups/g":
 		w.WriteHeader(http.StatusNoContent)
 	case "DELETE /v1/groups/gone":
-		api.WriteError(w, api.Errorf(api.CodeUnknownGroup, "no group"))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownGroup, "no group"))
 	default:
-		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route"))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no route"))
 	}
 }
 

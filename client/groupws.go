@@ -130,13 +130,13 @@ func (c *Client) JoinGroupWS(ctx context.Context, group string, opts GroupWSOpti
 		case assigned:
 			return g, nil
 		case err != nil:
-			g.Close()
+			_ = g.Close() // the join's error is the one to report
 			return nil, err
 		}
 		select {
 		case <-g.notify:
 		case <-ctx.Done():
-			g.Close()
+			_ = g.Close() // the join's error is the one to report
 			return nil, ctx.Err()
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/client"
 )
 
@@ -31,7 +32,7 @@ func TestGroupWSFrames(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if r.URL.Path != "/v1/groups/g/ws" || q.Get("topics") != "t,u" || q.Get("credit") != "4" || q.Get("instance_id") != "i" {
-			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "unexpected %s", r.URL))
+			apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "unexpected %s", r.URL))
 			return
 		}
 		c, err := websocket.Accept(w, r, nil)

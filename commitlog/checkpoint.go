@@ -55,7 +55,7 @@ func ReadFile(fsys FS, dir, name string) (data []byte, exists bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	b, err := readWhole(f)
 	return b, true, err
 }

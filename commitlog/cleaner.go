@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Log compaction (Kafka's log cleaner) for topics with cleanup.policy
@@ -230,7 +231,7 @@ func (p *cleanPlan) unchangedLocked() bool {
 
 func (p *cleanPlan) closeSources() {
 	for _, s := range p.srcs {
-		s.f.Close()
+		_ = s.f.Close() // a read descriptor
 	}
 	p.srcs = nil
 }
@@ -250,14 +251,14 @@ type keyMap struct {
 func (p *cleanPlan) mapKeys(ctx context.Context) (*keyMap, error) {
 	km := &keyMap{latest: map[string]int64{}, lastProduced: map[int64]int64{}, keptOlder: map[string]bool{}}
 	for _, src := range p.srcs {
-		err := forEachBatch(ctx, src, func(h api.BatchHeader, b []byte, _, _ bool) error {
+		err := forEachBatch(ctx, src, func(h recordbatch.Header, b []byte, _, _ bool) error {
 			if h.ProducerID >= 0 {
 				km.lastProduced[h.ProducerID] = h.BaseOffset
 			}
 			if h.Control() {
 				return nil
 			}
-			_, recs, err := api.DecodeBatch(b)
+			_, recs, err := recordbatch.Decode(b)
 			if err != nil {
 				return err
 			}
@@ -276,7 +277,7 @@ func (p *cleanPlan) mapKeys(ctx context.Context) (*keyMap, error) {
 }
 
 // keep decides one record's fate in the second pass.
-func (p *cleanPlan) keep(km *keyMap, r *api.Record, stats *CleanStats) bool {
+func (p *cleanPlan) keep(km *keyMap, r *recordbatch.Record, stats *CleanStats) bool {
 	stats.Records++
 	if r.Key == nil {
 		return true // nothing can supersede it
@@ -357,7 +358,7 @@ func (p *cleanPlan) rewrite(ctx context.Context, km *keyMap, stats *CleanStats) 
 // anything was removed.
 func (p *cleanPlan) rewriteSegment(ctx context.Context, km *keyMap, src cleanSource, ns *segment, stats *CleanStats) (bool, error) {
 	var buf []byte
-	var hs []api.BatchHeader
+	var hs []recordbatch.Header
 	changed := false
 	flush := func() error {
 		if len(hs) == 0 {
@@ -369,14 +370,14 @@ func (p *cleanPlan) rewriteSegment(ctx context.Context, km *keyMap, src cleanSou
 		buf, hs = buf[:0], hs[:0]
 		return nil
 	}
-	err := forEachBatch(ctx, src, func(h api.BatchHeader, b []byte, first, last bool) error {
+	err := forEachBatch(ctx, src, func(h recordbatch.Header, b []byte, first, last bool) error {
 		start := len(buf)
 		if h.Control() {
 			buf = append(buf, b...)
 		} else {
 			var kept int
 			var err error
-			buf, kept, err = api.FilterBatch(buf, b, func(r *api.Record) bool { return p.keep(km, r, stats) })
+			buf, kept, err = recordbatch.Filter(buf, b, func(r *recordbatch.Record) bool { return p.keep(km, r, stats) })
 			if err != nil {
 				return err
 			}
@@ -397,7 +398,7 @@ func (p *cleanPlan) rewriteSegment(ctx context.Context, km *keyMap, src cleanSou
 				return nil
 			}
 		}
-		nh, err := api.ParseBatchHeader(buf[start:])
+		nh, err := recordbatch.ParseHeader(buf[start:])
 		if err != nil {
 			return err
 		}
@@ -415,21 +416,21 @@ func (p *cleanPlan) rewriteSegment(ctx context.Context, km *keyMap, src cleanSou
 
 // forEachBatch reads src's batches in order, with fn told whether each is
 // the segment's first or last. b is reused between calls.
-func forEachBatch(ctx context.Context, src cleanSource, fn func(h api.BatchHeader, b []byte, first, last bool) error) error {
+func forEachBatch(ctx context.Context, src cleanSource, fn func(h recordbatch.Header, b []byte, first, last bool) error) error {
 	r := bufio.NewReaderSize(io.NewSectionReader(src.f, 0, src.size), 256<<10)
 	var b []byte
 	for pos := int64(0); pos < src.size; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if cap(b) < api.BatchHeaderSize {
-			b = make([]byte, api.BatchHeaderSize, 64<<10)
+		if cap(b) < recordbatch.HeaderSize {
+			b = make([]byte, recordbatch.HeaderSize, 64<<10)
 		}
-		b = b[:api.BatchHeaderSize]
+		b = b[:recordbatch.HeaderSize]
 		if _, err := io.ReadFull(r, b); err != nil {
 			return fmt.Errorf("%w: reading segment %d at %d: %v", api.ErrStorage, src.seg.base, pos, err)
 		}
-		h, err := api.ParseBatchHeader(b)
+		h, err := recordbatch.ParseHeader(b)
 		if err != nil {
 			return err
 		}
@@ -439,7 +440,7 @@ func forEachBatch(ctx context.Context, src cleanSource, fn func(h api.BatchHeade
 			b = nb
 		}
 		b = b[:h.Size()]
-		if _, err := io.ReadFull(r, b[api.BatchHeaderSize:]); err != nil {
+		if _, err := io.ReadFull(r, b[recordbatch.HeaderSize:]); err != nil {
 			return fmt.Errorf("%w: reading segment %d at %d: %v", api.ErrStorage, src.seg.base, pos, err)
 		}
 		end := pos + int64(h.Size())

@@ -62,7 +62,9 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 	}
 	cleaned := committedOffsets(t, ref)
 	end := ref.Offsets().LogEnd
-	ref.Close()
+	if err := ref.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if slices.Equal(old, cleaned) {
 		t.Fatal("fixture: the clean removed nothing")
 	}
@@ -83,7 +85,7 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 		for _, f := range leftovers(t, dir) {
 			seen[f[strings.Index(f, "."):]] = true
 		}
-		l.Close() // fails past the crash point: no clean-shutdown marker
+		_ = l.Close() // fails past the crash point: no clean-shutdown marker
 		if !crashed {
 			if cerr != nil {
 				t.Fatalf("no crash, yet: %v", cerr)
@@ -123,7 +125,9 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 		if got := committedOffsets(t, l); !slices.Equal(got, append(slices.Clone(cleaned), end)) {
 			t.Fatalf("crash after %d changes: cleaning again gives %v", k, got)
 		}
-		l.Close()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, kind := range []string{".log.cleaned", ".index.swap", ".log.swap"} {
 		if !seen[kind] {
@@ -190,7 +194,7 @@ func TestCleanSwapFailureMakesLogReadOnly(t *testing.T) {
 		t.Fatalf("log error %v, want STORAGE_ERROR", l.Err())
 	}
 	h.checkLog(t, l, allOffsets(h)) // reads go on, from the old segments
-	l.Close()
+	_ = l.Close()                   // failed with STORAGE_ERROR: Close reports it again
 	l = openLog(t, osFS(t, dir), crashOpts)
 	defer l.Close()
 	h.checkLog(t, l, h.survivors(limit))
@@ -267,7 +271,7 @@ func TestCleanThenReopen(t *testing.T) {
 				}
 			} else {
 				ffs.CrashAfter(0)
-				l.Close()
+				_ = l.Close() // past the crash point: Close fails too
 			}
 			l = openLog(t, osFS(t, dir), crashOpts)
 			defer l.Close()

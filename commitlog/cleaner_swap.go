@@ -48,7 +48,7 @@ func createCleanedSegment(fsys FS, dir string, base int64) (*segment, error) {
 	for i, suf := range segmentSuffixes {
 		f, err := fsys.OpenFile(segmentName(dir, base, suf)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			s.close()
+			_ = s.close() // the open error is the one to report
 			return nil, err
 		}
 		*files[i] = f
@@ -60,7 +60,7 @@ func createCleanedSegment(fsys FS, dir string, base int64) (*segment, error) {
 // will not be swapped in. Failures are left to the next Open.
 func removeCleaned(fsys FS, outs []cleanedSegment) {
 	for _, o := range outs {
-		o.seg.close()
+		_ = o.seg.close() // the files are removed next
 		for _, suf := range segmentSuffixes {
 			_ = fsys.Remove(segmentName(o.seg.dir, o.seg.base, suf) + cleanedSuffix)
 		}
@@ -131,7 +131,7 @@ func (l *Log) swapLocked(outs []cleanedSegment) error {
 		// segments until that Open.
 		undone := true
 		for _, o := range outs {
-			o.seg.close()
+			_ = o.seg.close() // the files are removed next
 			for _, suf := range segmentSuffixes {
 				rerr := l.fs.Remove(segmentName(o.seg.dir, o.seg.base, suf) + swapSuffix)
 				undone = undone && (rerr == nil || errors.Is(rerr, os.ErrNotExist))
@@ -165,7 +165,7 @@ func (l *Log) swapLocked(outs []cleanedSegment) error {
 		// keep their descriptor on it.
 		o.seg.rollAt = o.old.rollAt
 		l.segments[idx[j]] = o.seg
-		o.old.close()
+		_ = o.old.close() // its bytes are replaced; readers keep their own descriptors
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.failLocked(err)

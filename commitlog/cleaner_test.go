@@ -16,27 +16,28 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // t0 is the tests' clock: record timestamps are set relative to it, and
 // Clean is told the time explicitly.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func put(k, v string, ts time.Time) api.Record {
-	return api.Record{Timestamp: ts.UnixMilli(), Key: []byte(k), Value: []byte(v)}
+func put(k, v string, ts time.Time) recordbatch.Record {
+	return recordbatch.Record{Timestamp: ts.UnixMilli(), Key: []byte(k), Value: []byte(v)}
 }
 
-func del(k string, ts time.Time) api.Record {
-	return api.Record{Timestamp: ts.UnixMilli(), Key: []byte(k)}
+func del(k string, ts time.Time) recordbatch.Record {
+	return recordbatch.Record{Timestamp: ts.UnixMilli(), Key: []byte(k)}
 }
 
 // history is every record appended to a test log, by offset.
-type history map[int64]api.Record
+type history map[int64]recordbatch.Record
 
 // appendRecs appends recs as one batch and remembers them at their offsets.
-func (h history) appendRecs(t testing.TB, l *commitlog.Log, codec api.Compression, recs ...api.Record) commitlog.AppendInfo {
+func (h history) appendRecs(t testing.TB, l *commitlog.Log, codec api.Compression, recs ...recordbatch.Record) commitlog.AppendInfo {
 	t.Helper()
-	b, err := api.EncodeBatch(nil, recs, api.BatchOptions{Compression: codec})
+	b, err := recordbatch.Encode(nil, recs, recordbatch.Options{Compression: codec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func (h history) appendRecs(t testing.TB, l *commitlog.Log, codec api.Compressio
 func (h history) fillKeyed(t testing.TB, l *commitlog.Log, codec api.Compression, n int, ts time.Time) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		var recs []api.Record
+		var recs []recordbatch.Record
 		for j := 0; j < 3; j++ {
 			k := (i*3 + j) % 7
 			recs = append(recs, put(fmt.Sprintf("k%d", k), fmt.Sprintf("k%d-v%d", k, i), ts))
@@ -66,7 +67,7 @@ func (h history) fillKeyed(t testing.TB, l *commitlog.Log, codec api.Compression
 			recs = append(recs, del(fmt.Sprintf("k%d", i%7), ts))
 		}
 		if i%7 == 6 {
-			recs = append(recs, api.Record{Timestamp: ts.UnixMilli(), Value: []byte(fmt.Sprintf("unkeyed-%d", i))})
+			recs = append(recs, recordbatch.Record{Timestamp: ts.UnixMilli(), Value: []byte(fmt.Sprintf("unkeyed-%d", i))})
 		}
 		h.appendRecs(t, l, codec, recs...)
 	}
@@ -395,7 +396,7 @@ func TestCleanKeepsProducerState(t *testing.T) {
 	seq := int32(0)
 	var lastBatch []byte
 	for i := 0; i < 30; i++ {
-		b, err := api.EncodeBatch(nil, []api.Record{put("p", fmt.Sprint("v", i), t0)}, api.BatchOptions{ProducerID: 9, ProducerEpoch: 1, BaseSequence: seq})
+		b, err := recordbatch.Encode(nil, []recordbatch.Record{put("p", fmt.Sprint("v", i), t0)}, recordbatch.Options{ProducerID: 9, ProducerEpoch: 1, BaseSequence: seq})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,7 +456,7 @@ func TestCleanKeepsProducerState(t *testing.T) {
 		if err != nil || !info.Duplicate || info.FirstOffset != 29 {
 			t.Fatalf("%s: retry of the last batch: %+v %v; want a duplicate at 29", name, info, err)
 		}
-		b, _ := api.EncodeBatch(nil, []api.Record{put("p", "next", t0)}, api.BatchOptions{ProducerID: 9, ProducerEpoch: 1, BaseSequence: seq})
+		b, _ := recordbatch.Encode(nil, []recordbatch.Record{put("p", "next", t0)}, recordbatch.Options{ProducerID: 9, ProducerEpoch: 1, BaseSequence: seq})
 		if info, err := lg.Append(b, 0); err != nil || info.Duplicate {
 			t.Fatalf("%s: next batch: %+v %v", name, info, err)
 		}
@@ -477,7 +478,7 @@ func TestCleanWhileAppendingAndReading(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 40; i++ {
-			b, err := api.EncodeBatch(nil, []api.Record{put("w", fmt.Sprint(i), t0)}, api.BatchOptions{})
+			b, err := recordbatch.Encode(nil, []recordbatch.Record{put("w", fmt.Sprint(i), t0)}, recordbatch.Options{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -500,8 +501,8 @@ func TestCleanWhileAppendingAndReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	if _, err := api.ScanBatches(old, true, func(_ api.BatchHeader, b []byte) error {
-		_, recs, err := api.DecodeBatch(b)
+	if _, err := recordbatch.Scan(old, true, func(_ recordbatch.Header, b []byte) error {
+		_, recs, err := recordbatch.Decode(b)
 		n += len(recs)
 		return err
 	}); err != nil || n == 0 {

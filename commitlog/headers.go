@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // headerReader reads one segment's batch headers through a buffer: a scan
@@ -37,19 +38,19 @@ func (r *headerReader) close() {
 }
 
 // at returns the header of the batch at pos.
-func (r *headerReader) at(pos int64) (api.BatchHeader, error) {
-	if pos < r.start || pos+api.BatchHeaderSize > r.start+int64(r.n) {
-		want := max(min(int64(headerReadAhead), r.seg.size-pos), api.BatchHeaderSize)
+func (r *headerReader) at(pos int64) (recordbatch.Header, error) {
+	if pos < r.start || pos+recordbatch.HeaderSize > r.start+int64(r.n) {
+		want := max(min(int64(headerReadAhead), r.seg.size-pos), recordbatch.HeaderSize)
 		n, err := r.seg.log.ReadAt(r.buf[:want], pos)
-		if n < api.BatchHeaderSize {
+		if n < recordbatch.HeaderSize {
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
 			r.n = 0
-			return api.BatchHeader{}, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
+			return recordbatch.Header{}, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
 		}
 		r.start, r.n = pos, n
 	}
 	off := pos - r.start
-	return api.ParseBatchHeader(r.buf[off : off+api.BatchHeaderSize])
+	return recordbatch.ParseHeader(r.buf[off : off+recordbatch.HeaderSize])
 }

@@ -63,13 +63,6 @@ func (ix *offsetIndex) add(rel, pos uint32) error {
 	return nil
 }
 
-// truncateTo drops entries for batches at or past position pos.
-func (ix *offsetIndex) truncateTo(pos int64) error {
-	i := sort.Search(len(ix.entries), func(i int) bool { return int64(ix.entries[i].pos) >= pos })
-	ix.entries = ix.entries[:i]
-	return ix.f.Truncate(int64(i) * offsetEntrySize)
-}
-
 // load reads the index file and checks it against the log's size; ok is false
 // when the file is torn or inconsistent and must be rebuilt.
 func (ix *offsetIndex) load(logSize int64) (ok bool, err error) {
@@ -124,13 +117,6 @@ func (ix *timeIndex) add(ts int64, rel uint32) error {
 	}
 	ix.entries = append(ix.entries, timeEntry{ts, rel})
 	return nil
-}
-
-// truncateTo drops entries for offsets at or past rel.
-func (ix *timeIndex) truncateTo(rel uint32) error {
-	i := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].rel >= rel })
-	ix.entries = ix.entries[:i]
-	return ix.f.Truncate(int64(i) * timeEntrySize)
 }
 
 func (ix *timeIndex) load(maxRel uint32) (ok bool, err error) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Sentinel errors.
@@ -76,7 +77,7 @@ func Open(fsys FS, dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{fs: fsys, dir: dir, opts: opts, hwCh: make(chan struct{})}
 	if err := l.load(); err != nil {
-		l.closeSegments()
+		_ = l.closeSegments() // the load error is the one to report
 		return nil, err
 	}
 	return l, nil
@@ -95,7 +96,7 @@ type AppendInfo struct {
 }
 
 // Append validates whole RecordBatch v2 batches in buf (CRC, layout, and the
-// records inside: see api.ValidateBatch with ProducedBatch), stamps each with its base offset and leaderEpoch in place, and writes
+// records inside: see recordbatch.Validate with Produced), stamps each with its base offset and leaderEpoch in place, and writes
 // them at the end of the log. It either writes all batches or none. After a
 // disk error the log refuses appends with STORAGE_ERROR until it is reopened.
 // When the flush policy asks for it, the data is fsynced before Append returns.
@@ -125,8 +126,8 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 	pos := 0
 	for i := range hs {
 		h := &hs[i]
-		api.SetBaseOffset(buf[pos:], next)
-		api.SetLeaderEpoch(buf[pos:], leaderEpoch)
+		recordbatch.SetBaseOffset(buf[pos:], next)
+		recordbatch.SetLeaderEpoch(buf[pos:], leaderEpoch)
 		pos += h.Size()
 		h.BaseOffset, h.PartitionLeaderEpoch = next, leaderEpoch
 		next = h.NextOffset()
@@ -162,7 +163,7 @@ func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
 // writeBatchesLocked writes batches whose offsets and epochs are final (the
 // leader stamped them, or a follower copied them), extends the epoch lineage
 // and applies the flush policy.
-func (l *Log) writeBatchesLocked(buf []byte, hs []api.BatchHeader) (AppendInfo, error) {
+func (l *Log) writeBatchesLocked(buf []byte, hs []recordbatch.Header) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].LastOffset(), MaxTimestamp: -1}
 	for _, h := range hs {
 		info.Records += int64(h.RecordCount)
@@ -184,21 +185,21 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []api.BatchHeader) (AppendInfo, 
 }
 
 // validateBatches checks that buf is one or more whole batches that pass
-// api.ValidateBatch: CRC, layout, and every record inside (decompressed if
+// recordbatch.Validate: CRC, layout, and every record inside (decompressed if
 // need be), so that no batch in the log can stall a reader. compacted allows
 // what log compaction leaves, as a follower copies it from a compacted
 // leader: fewer records than offsets, down to none.
-func validateBatches(buf []byte, compacted bool) ([]api.BatchHeader, error) {
+func validateBatches(buf []byte, compacted bool) ([]recordbatch.Header, error) {
 	if len(buf) == 0 {
 		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
 	}
-	src := api.ProducedBatch
+	src := recordbatch.Produced
 	if compacted {
-		src = api.ReplicatedBatch
+		src = recordbatch.Replicated
 	}
-	var hs []api.BatchHeader
-	n, err := api.ScanBatches(buf, false, func(_ api.BatchHeader, batch []byte) error {
-		h, err := api.ValidateBatch(batch, src)
+	var hs []recordbatch.Header
+	n, err := recordbatch.Scan(buf, false, func(_ recordbatch.Header, batch []byte) error {
+		h, err := recordbatch.Validate(batch, src)
 		if err != nil {
 			return err
 		}
@@ -223,7 +224,7 @@ func (l *Log) writableLocked() error {
 
 // writeLocked rolls if needed and writes buf (whole batches described by hs) to
 // the active segment. A failed write sets the sticky error.
-func (l *Log) writeLocked(buf []byte, hs []api.BatchHeader) error {
+func (l *Log) writeLocked(buf []byte, hs []recordbatch.Header) error {
 	now := l.opts.Now()
 	if err := l.maybeRollLocked(int64(len(buf)), now); err != nil {
 		if errors.Is(err, errNoDescriptors) {

@@ -18,16 +18,17 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/commitlog/faultfs"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // batch encodes n records whose values are "prefix-i".
 func batch(t testing.TB, prefix string, n int, ts int64) []byte {
 	t.Helper()
-	recs := make([]api.Record, n)
+	recs := make([]recordbatch.Record, n)
 	for i := range recs {
-		recs[i] = api.Record{Timestamp: ts + int64(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
+		recs[i] = recordbatch.Record{Timestamp: ts + int64(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
 	}
-	b, err := api.EncodeBatch(nil, recs, api.BatchOptions{})
+	b, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +55,9 @@ func osFS(t testing.TB, dir string) *commitlog.OSFS {
 }
 
 // readAll decodes every committed record from offset from to the HW.
-func readAll(t testing.TB, l *commitlog.Log, from int64) []api.Record {
+func readAll(t testing.TB, l *commitlog.Log, from int64) []recordbatch.Record {
 	t.Helper()
-	var out []api.Record
+	var out []recordbatch.Record
 	for {
 		res, err := l.Read(from, 1<<20, l.Offsets().HighWatermark)
 		if err != nil {
@@ -69,8 +70,8 @@ func readAll(t testing.TB, l *commitlog.Log, from int64) []api.Record {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = api.ScanBatches(b, true, func(h api.BatchHeader, raw []byte) error {
-			_, recs, err := api.DecodeBatch(raw)
+		_, err = recordbatch.Scan(b, true, func(h recordbatch.Header, raw []byte) error {
+			_, recs, err := recordbatch.Decode(raw)
 			for _, r := range recs {
 				if r.Offset >= from {
 					out = append(out, r)
@@ -157,10 +158,10 @@ func TestReadBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := l.Read(tt.offset, tt.maxBytes, l.Offsets().HighWatermark)
-			defer res.Close()
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
+			defer res.Close()
 			if res.Size != tt.wantSize || res.NextOffset != tt.wantNext {
 				t.Fatalf("size %d next %d, want %d %d", res.Size, res.NextOffset, tt.wantSize, tt.wantNext)
 			}
@@ -564,7 +565,7 @@ func TestDiskErrorMakesLogReadOnly(t *testing.T) {
 		t.Fatalf("read %d records from the read-only log, want 5", n)
 	}
 	ffs.FailNextSync(nil)
-	l.Close()
+	_ = l.Close() // read-only since the failed sync: Close reports it again
 	l = openLog(t, osFS(t, dir), commitlog.Options{})
 	defer l.Close()
 	if end := l.Offsets().LogEnd; end != 5 {
@@ -698,7 +699,9 @@ func TestReopenDoesNotRollAtOnce(t *testing.T) {
 	if _, err := l.Append(batch(t, "a", 2, 1), 0); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l = openLog(t, fsys, commitlog.Options{})
 	defer l.Close()
 	if _, err := l.Append(batch(t, "b", 2, 1), 0); err != nil {
@@ -725,12 +728,14 @@ func TestResetTo(t *testing.T) {
 		t.Fatalf("offsets after reset %+v", o)
 	}
 	b := batch(t, "leader", 3, 1)
-	api.SetBaseOffset(b, 500)
-	api.SetLeaderEpoch(b, 4)
+	recordbatch.SetBaseOffset(b, 500)
+	recordbatch.SetLeaderEpoch(b, 4)
 	if _, err := l.AppendReplica(b); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l = openLog(t, osFS(t, dir), commitlog.Options{SegmentBytes: 2048})
 	defer l.Close()
 	if o := l.Offsets(); o.LogStart != 500 || o.LogEnd != 503 {
@@ -747,21 +752,21 @@ func BenchmarkAppend(b *testing.B) {
 	// about as well as JSON events do.
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"order", "created", "shipped", "user", "amount", "currency", "EUR", "status", "ok"}
-	recs := make([]api.Record, 1000)
+	recs := make([]recordbatch.Record, 1000)
 	for i := range recs {
 		v := make([]byte, 0, 120)
 		for len(v) < 100 {
 			v = append(v, words[rng.IntN(len(words))]...)
 			v = fmt.Appendf(v, "%d,", rng.IntN(100000))
 		}
-		recs[i] = api.Record{Timestamp: 1_700_000_000_000 + int64(i), Key: fmt.Appendf(nil, "user-%d", rng.IntN(50)), Value: v[:100]}
+		recs[i] = recordbatch.Record{Timestamp: 1_700_000_000_000 + int64(i), Key: fmt.Appendf(nil, "user-%d", rng.IntN(50)), Value: v[:100]}
 	}
-	raw, err := api.EncodeBatch(nil, recs, api.BatchOptions{})
+	raw, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []api.Compression{api.CompressionNone, api.CompressionGzip, api.CompressionSnappy, api.CompressionLZ4, api.CompressionZstd} {
-		batch, err := api.EncodeBatch(nil, recs, api.BatchOptions{Compression: c})
+		batch, err := recordbatch.Encode(nil, recs, recordbatch.Options{Compression: c})
 		if err != nil {
 			b.Fatal(err)
 		}

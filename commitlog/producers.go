@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // producerBatches is how many recent batches per producer are remembered for
@@ -38,7 +39,7 @@ type producerState struct {
 // remembered batch (its original offsets are returned), the next batch in
 // sequence (nil), or an error: PRODUCER_FENCED for an older epoch,
 // OUT_OF_ORDER_SEQUENCE for a gap or a sequence older than what is remembered.
-func (ps *producerState) dupOrCheck(h api.BatchHeader) (dup *producerBatch, err error) {
+func (ps *producerState) dupOrCheck(h recordbatch.Header) (dup *producerBatch, err error) {
 	e := ps.producers[h.ProducerID]
 	if e == nil {
 		return nil, nil // a producer this log has not seen: its first batch
@@ -66,7 +67,7 @@ func (ps *producerState) dupOrCheck(h api.BatchHeader) (dup *producerBatch, err 
 }
 
 // record remembers a written batch.
-func (ps *producerState) record(h api.BatchHeader) {
+func (ps *producerState) record(h recordbatch.Header) {
 	if h.ProducerID < 0 {
 		return
 	}

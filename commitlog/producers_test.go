@@ -7,15 +7,16 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	recs := make([]api.Record, n)
+	recs := make([]recordbatch.Record, n)
 	for i := range recs {
-		recs[i] = api.Record{Timestamp: 1, Value: []byte("v")}
+		recs[i] = recordbatch.Record{Timestamp: 1, Value: []byte("v")}
 	}
-	b, err := api.EncodeBatch(nil, recs, api.BatchOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
+	b, err := recordbatch.Encode(nil, recs, recordbatch.Options{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestProducerStateOutlivesDeletedSegments(t *testing.T) {
 func TestExpireIdleProducers(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	at := func(pid int64, seq int32, ts time.Time) []byte {
-		b, err := api.EncodeBatch(nil, []api.Record{{Timestamp: ts.UnixMilli(), Value: []byte("v")}}, api.BatchOptions{ProducerID: pid, BaseSequence: seq})
+		b, err := recordbatch.Encode(nil, []recordbatch.Record{{Timestamp: ts.UnixMilli(), Value: []byte("v")}}, recordbatch.Options{ProducerID: pid, BaseSequence: seq})
 		if err != nil {
 			t.Fatal(err)
 		}

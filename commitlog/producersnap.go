@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Producer snapshots: file "%020d.producers" holds, as JSON, the producer
@@ -211,7 +212,7 @@ func (l *Log) rebuildProducersLocked() error {
 			break
 		}
 	}
-	var hbuf [api.BatchHeaderSize]byte
+	var hbuf [recordbatch.HeaderSize]byte
 	for _, seg := range l.segments {
 		if seg.next <= from {
 			continue

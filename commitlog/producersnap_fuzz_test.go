@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // FuzzDecodeProducerSnapshot: a producer snapshot comes from disk and from
@@ -15,7 +15,7 @@ import (
 func FuzzDecodeProducerSnapshot(f *testing.F) {
 	// Real snapshots: producer tables as appends build them.
 	var ps producerState
-	for i, h := range []api.BatchHeader{
+	for i, h := range []recordbatch.Header{
 		{BaseOffset: 0, LastOffsetDelta: 2, ProducerID: 11, ProducerEpoch: 0, BaseSequence: 0, MaxTimestamp: 1_700_000_000_000},
 		{BaseOffset: 3, LastOffsetDelta: 0, ProducerID: 12, ProducerEpoch: 3, BaseSequence: 0},
 		{BaseOffset: 4, LastOffsetDelta: 4, ProducerID: 11, ProducerEpoch: 0, BaseSequence: 3, MaxTimestamp: 1_700_000_000_100},
@@ -32,7 +32,7 @@ func FuzzDecodeProducerSnapshot(f *testing.F) {
 		}
 	}
 	for i := range producerBatches + 2 {
-		ps.record(api.BatchHeader{BaseOffset: int64(11 + i), ProducerID: 13, BaseSequence: int32(i)})
+		ps.record(recordbatch.Header{BaseOffset: int64(11 + i), ProducerID: 13, BaseSequence: int32(i)})
 	}
 	data, err := json.Marshal(snapshotOf(ps, 11+producerBatches+2))
 	if err != nil {

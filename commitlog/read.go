@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // ReadResult locates whole batches in one segment file. The caller owns File
@@ -121,7 +122,7 @@ func (l *Log) ReadRecords(offset, maxBytes, limit, maxRecords int64) (ReadResult
 // the lock is released, so appends never wait on a decompression. A batch
 // whose records are all older (compaction keeps a batch's max timestamp)
 // sends the search on from the batch after it. One batch is in memory at a
-// time: its stored size, and at most api.MaxUncompressedBatchSize decoded.
+// time: its stored size, and at most recordbatch.MaxUncompressedSize decoded.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, ok bool, err error) {
 	from := int64(-1)
 	for {
@@ -155,7 +156,7 @@ func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 	if l.closed {
 		return timestampBatch{}, ErrClosed
 	}
-	var hbuf [api.BatchHeaderSize]byte
+	var hbuf [recordbatch.HeaderSize]byte
 	for i := max(l.segmentIndexLocked(from), 0); i < len(l.segments); i++ {
 		seg := l.segments[i]
 		if seg.base >= l.hw {
@@ -195,12 +196,12 @@ func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 // firstAtOrAfter reads and decodes the batch (the lock is not held) and
 // returns its first record at or after ts. It closes the descriptor.
 func (c timestampBatch) firstAtOrAfter(ts int64) (int64, bool, error) {
-	defer c.f.Close()
+	defer func() { _ = c.f.Close() }() // a read descriptor
 	body := make([]byte, c.size)
 	if _, err := c.f.ReadAt(body, c.pos); err != nil {
 		return 0, false, fmt.Errorf("%w: reading the batch at %d: %v", api.ErrStorage, c.pos, err)
 	}
-	_, recs, err := api.DecodeBatch(body)
+	_, recs, err := recordbatch.Decode(body)
 	if err != nil {
 		return 0, false, err
 	}

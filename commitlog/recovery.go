@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // load opens every segment in the directory and brings the log to a consistent
@@ -89,7 +90,7 @@ func (l *Log) load() error {
 		}
 		active := i == len(bases)-1
 		if active && !clean {
-			truncated, err := seg.recover(fi.Size(), l.opts.IndexIntervalBytes, func(h api.BatchHeader) {
+			truncated, err := seg.recover(fi.Size(), l.opts.IndexIntervalBytes, func(h recordbatch.Header) {
 				l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 			})
 			if err != nil {

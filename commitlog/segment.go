@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // File names of a segment: the base offset as 20 zero-padded digits, so that
@@ -63,11 +64,11 @@ func openSegment(fsys FS, dir string, base int64, create bool) (*segment, error)
 		return nil, err
 	}
 	if s.index.f, err = fsys.OpenFile(segmentName(dir, base, indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
+		_ = s.close() // the open error is the one to report
 		return nil, err
 	}
 	if s.timeIndex.f, err = fsys.OpenFile(segmentName(dir, base, timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
+		_ = s.close() // the open error is the one to report
 		return nil, err
 	}
 	return s, nil
@@ -99,27 +100,27 @@ func (s *segment) remove(fsys FS) error {
 }
 
 // readHeader reads and parses the batch header at pos.
-func (s *segment) readHeader(pos int64, buf []byte) (api.BatchHeader, error) {
-	buf = buf[:api.BatchHeaderSize]
+func (s *segment) readHeader(pos int64, buf []byte) (recordbatch.Header, error) {
+	buf = buf[:recordbatch.HeaderSize]
 	if _, err := s.log.ReadAt(buf, pos); err != nil {
-		return api.BatchHeader{}, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
+		return recordbatch.Header{}, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
 	}
-	return api.ParseBatchHeader(buf)
+	return recordbatch.ParseHeader(buf)
 }
 
 // find returns the position of the batch that holds offset, scanning forward from
 // the nearest offset-index entry, and the header there. found is false when offset
 // is at or past the segment's end.
-func (s *segment) find(offset int64) (pos int64, h api.BatchHeader, found bool, err error) {
+func (s *segment) find(offset int64) (pos int64, h recordbatch.Header, found bool, err error) {
 	r := s.headers()
 	defer r.close()
 	return s.findWith(r, offset)
 }
 
 // findWith is find reading headers through r.
-func (s *segment) findWith(r *headerReader, offset int64) (pos int64, h api.BatchHeader, found bool, err error) {
+func (s *segment) findWith(r *headerReader, offset int64) (pos int64, h recordbatch.Header, found bool, err error) {
 	if offset >= s.next {
-		return 0, api.BatchHeader{}, false, nil
+		return 0, recordbatch.Header{}, false, nil
 	}
 	rel := uint32(0)
 	if offset > s.base {
@@ -141,7 +142,7 @@ func (s *segment) findWith(r *headerReader, offset int64) (pos int64, h api.Batc
 
 // appendBatches writes already-stamped batches at the segment's end and updates
 // the indexes. hs describes each batch in order.
-func (s *segment) appendBatches(buf []byte, hs []api.BatchHeader, intervalBytes int64, now time.Time) error {
+func (s *segment) appendBatches(buf []byte, hs []recordbatch.Header, intervalBytes int64, now time.Time) error {
 	if _, err := s.log.WriteAt(buf, s.size); err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (s *segment) appendBatches(buf []byte, hs []api.BatchHeader, intervalBytes 
 
 // indexBatch records one batch written at pos in the in-memory state and, every
 // intervalBytes, in the indexes.
-func (s *segment) indexBatch(h api.BatchHeader, pos int64, intervalBytes int64) error {
+func (s *segment) indexBatch(h recordbatch.Header, pos int64, intervalBytes int64) error {
 	rel := uint32(h.BaseOffset - s.base)
 	if pos == 0 || s.sinceIndexed >= intervalBytes {
 		if err := s.index.add(rel, uint32(pos)); err != nil {
@@ -186,7 +187,7 @@ func (s *segment) indexBatch(h api.BatchHeader, pos int64, intervalBytes int64) 
 // checking its CRC. The log is truncated at the first batch that is torn,
 // corrupt or out of sequence; truncated reports whether that happened.
 // onBatch sees every valid batch, in order.
-func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(api.BatchHeader)) (truncated bool, err error) {
+func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(recordbatch.Header)) (truncated bool, err error) {
 	if err := s.index.reset(); err != nil {
 		return false, err
 	}
@@ -194,14 +195,14 @@ func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(api.
 		return false, err
 	}
 	s.size, s.next, s.maxTS, s.sinceIndexed = 0, s.base, -1, 0
-	var hbuf [api.BatchHeaderSize]byte
+	var hbuf [recordbatch.HeaderSize]byte
 	var body []byte
 	pos := int64(0)
-	for pos+api.BatchHeaderSize <= fileSize {
+	for pos+recordbatch.HeaderSize <= fileSize {
 		if _, err := s.log.ReadAt(hbuf[:], pos); err != nil {
 			return false, err
 		}
-		h, err := api.ParseBatchHeader(hbuf[:])
+		h, err := recordbatch.ParseHeader(hbuf[:])
 		// Offsets only go up; gaps are what log compaction leaves (and what a
 		// follower copying a compacted log writes, even at a segment's start).
 		if err != nil || pos+int64(h.Size()) > fileSize || h.BaseOffset < s.next {
@@ -214,7 +215,7 @@ func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(api.
 		if _, err := s.log.ReadAt(body, pos); err != nil && !errors.Is(err, io.EOF) {
 			return false, err
 		}
-		if _, err := api.VerifyBatch(body); err != nil {
+		if _, err := recordbatch.Verify(body); err != nil {
 			break
 		}
 		if err := s.indexBatch(h, pos, intervalBytes); err != nil {
@@ -250,8 +251,8 @@ func (s *segment) loadIndexes(fileSize int64, intervalBytes int64) error {
 	if okIdx && okTime && fileSize > 0 && len(s.index.entries) > 0 && s.index.entries[0].pos == 0 {
 		// Walk from the last index entry to the end to find the last batch.
 		pos := int64(s.index.entries[len(s.index.entries)-1].pos)
-		var hbuf [api.BatchHeaderSize]byte
-		var last api.BatchHeader
+		var hbuf [recordbatch.HeaderSize]byte
+		var last recordbatch.Header
 		for pos < fileSize {
 			h, err := s.readHeader(pos, hbuf[:])
 			if err != nil || pos+int64(h.Size()) > fileSize {

@@ -56,7 +56,7 @@ func (l *Log) OpenSegment(base int64, kind string) (File, int64, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // opened read-only
 		return nil, 0, fmt.Errorf("%w: %v", api.ErrStorage, err)
 	}
 	size := fi.Size()

@@ -168,11 +168,14 @@ func (m *MemStore) compactLocked() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := f.Truncate(0); err != nil {
-		return err
+	err = f.Truncate(0)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	d.journalSize = 0
@@ -189,11 +192,11 @@ func appendSync(path string, b []byte) error {
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the sync error is the one to report
 		return err
 	}
 	if err := f.Close(); err != nil {

@@ -180,6 +180,7 @@ func syncDir(path string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	_ = d.Close() // opened only to sync it
+	return err
 }

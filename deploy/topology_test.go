@@ -87,7 +87,7 @@ func (s *localService) start(t *testing.T, bin string) {
 	s.done = make(chan struct{})
 	go func() {
 		s.err = s.cmd.Wait()
-		f.Close()
+		_ = f.Close() // the service's log, read by tests through its path
 		close(s.done)
 	}()
 	t.Logf("%s: started (pid %d): sluice %s", s.name, s.cmd.Process.Pid, strings.Join(s.args, " "))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // client is a tiny HTTP helper bound to one gateway.
@@ -100,9 +101,10 @@ func TestProduceFetchRoundTrip(t *testing.T) {
 	}
 	keyed := int32(api.KeyPartition([]byte("user-1"), 3))
 	want := []api.RecordOffset{{Partition: keyed, Offset: 0}, {Partition: 1, Offset: 0}, {Partition: 1, Offset: 1}, {Partition: 1, Offset: 2}, {Partition: 0, Offset: 0}, {Partition: 0, Offset: 1}, {Partition: 0, Offset: 2}}
-	if keyed == 0 {
+	switch keyed {
+	case 0:
 		want[4].Offset, want[5].Offset, want[6].Offset = 1, 2, 3
-	} else if keyed == 1 {
+	case 1:
 		want[1].Offset, want[2].Offset, want[3].Offset = 1, 2, 3
 	}
 	if fmt.Sprint(pr.Offsets) != fmt.Sprint(want) {
@@ -300,7 +302,7 @@ func TestOversizeRefusedBeforeBody(t *testing.T) {
 	req, _ := http.NewRequest("POST", c.base+"/v1/topics/t/records", pr)
 	req.ContentLength = 50 << 20
 	req.Header.Set("Content-Type", "application/octet-stream")
-	go pw.Write([]byte("a few bytes, then nothing"))
+	go func() { _, _ = pw.Write([]byte("a few bytes, then nothing")) }() // fails once the gateway gives up on the body
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
@@ -381,8 +383,8 @@ func TestRawBatches(t *testing.T) {
 		t.Fatalf("headers %v", h)
 	}
 	var offsets []int64
-	n, err := api.ScanBatches(b, true, func(bh api.BatchHeader, raw []byte) error {
-		_, recs, err := api.DecodeBatch(raw)
+	n, err := recordbatch.Scan(b, true, func(bh recordbatch.Header, raw []byte) error {
+		_, recs, err := recordbatch.Decode(raw)
 		for _, r := range recs {
 			offsets = append(offsets, r.Offset)
 		}

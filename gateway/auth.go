@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -117,7 +118,7 @@ func (g *Gateway) principalOf(r *http.Request, token string) (string, error) {
 
 func writeUnauthenticated(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-	api.WriteError(w, api.Errorf(api.CodeUnauthenticated, "%s", msg))
+	apihttp.WriteError(w, api.Errorf(api.CodeUnauthenticated, "%s", msg))
 }
 
 // allowed reports whether the request's principal may perform op on the
@@ -151,7 +152,7 @@ func (g *Gateway) check(op auth.Operation, rt auth.ResourceType) func(http.Handl
 				name = chi.URLParam(r, string(rt))
 			}
 			if err := g.authorize(r.Context(), op, rt, name); err != nil {
-				api.WriteError(w, err)
+				apihttp.WriteError(w, err)
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -18,21 +19,21 @@ const maxTokenTTL = 10 * 365 * 24 * time.Hour
 func (g *Gateway) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTokenRequest
 	if err := decodeStrictJSON(w, r, &req, 64<<10, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := auth.ValidatePrincipal(req.Principal); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
 		return
 	}
 	ttl := time.Duration(req.ExpiresInMs) * time.Millisecond
 	if req.ExpiresInMs < 0 || ttl > maxTokenTTL {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "expires_in_ms is 0 (never) or up to %d", maxTokenTTL.Milliseconds()))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "expires_in_ms is 0 (never) or up to %d", maxTokenTTL.Milliseconds()))
 		return
 	}
 	tok, rec, err := g.authStore.CreateToken(r.Context(), req.Principal, ttl, time.Now())
 	if err != nil {
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the token: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the token: %v", err))
 		return
 	}
 	g.log.Info("token created", "id", rec.ID, "principal", rec.Principal, "by", auth.PrincipalFrom(r.Context()))
@@ -61,9 +62,9 @@ func (g *Gateway) handleDeleteToken(w http.ResponseWriter, r *http.Request) {
 	err := g.authStore.DeleteToken(r.Context(), id)
 	switch {
 	case errors.Is(err, auth.ErrUnknownToken):
-		api.WriteError(w, api.Errorf(api.CodeUnknownToken, "no token with id %q", id))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownToken, "no token with id %q", id))
 	case err != nil:
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "revoking the token: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "revoking the token: %v", err))
 	default:
 		g.log.Info("token revoked", "id", id, "by", auth.PrincipalFrom(r.Context()))
 		w.WriteHeader(http.StatusNoContent)
@@ -84,16 +85,16 @@ func aclToAPI(a auth.ACL) api.ACL {
 func (g *Gateway) handleCreateACL(w http.ResponseWriter, r *http.Request) {
 	var req api.ACL
 	if err := decodeStrictJSON(w, r, &req, 64<<10, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	a := aclFromAPI(req)
 	if err := a.Validate(); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
 		return
 	}
 	if err := g.authStore.CreateACL(r.Context(), a); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the ACL: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the ACL: %v", err))
 		return
 	}
 	g.log.Info("ACL created", "acl", a, "by", auth.PrincipalFrom(r.Context()))
@@ -122,12 +123,12 @@ func (g *Gateway) handleListACLs(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleDeleteACLs(w http.ResponseWriter, r *http.Request) {
 	f := aclFilter(r)
 	if f == (auth.Filter{}) {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "name at least one of principal, resource_type, pattern_type, resource_name, operation, permission"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "name at least one of principal, resource_type, pattern_type, resource_name, operation, permission"))
 		return
 	}
 	gone, err := g.authStore.DeleteACLs(r.Context(), f)
 	if err != nil {
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "deleting ACLs: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "deleting ACLs: %v", err))
 		return
 	}
 	res := api.ACLList{ACLs: []api.ACL{}}

@@ -3,7 +3,7 @@ package gateway
 import (
 	"sync"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Request bodies and encoded batches are ~100 KiB each; reusing them keeps the
@@ -34,7 +34,7 @@ func putBuf(bp *[]byte) {
 // their length until reused; those bodies are pooled buffers anyway.
 var (
 	pendingPool = sync.Pool{New: func() any { s := make([]pendingRecord, 0, 1024); return &s }}
-	recordPool  = sync.Pool{New: func() any { s := make([]api.Record, 0, 1024); return &s }}
+	recordPool  = sync.Pool{New: func() any { s := make([]recordbatch.Record, 0, 1024); return &s }}
 )
 
 func getPending(n int) []pendingRecord {
@@ -51,15 +51,15 @@ func putPending(s []pendingRecord) {
 	}
 }
 
-func getRecords(n int) []api.Record {
-	s := *recordPool.Get().(*[]api.Record)
+func getRecords(n int) []recordbatch.Record {
+	s := *recordPool.Get().(*[]recordbatch.Record)
 	if cap(s) < n {
-		s = make([]api.Record, 0, n)
+		s = make([]recordbatch.Record, 0, n)
 	}
 	return s[:0]
 }
 
-func putRecords(s []api.Record) {
+func putRecords(s []recordbatch.Record) {
 	if cap(s) <= 1<<16 {
 		recordPool.Put(&s)
 	}

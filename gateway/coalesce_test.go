@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/gogroup"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // fakeLeader is a partition leader for the coalescer: it appends each
@@ -42,8 +43,8 @@ func (f *fakeLeader) produce(ctx context.Context, topic string, p int32, acks st
 	f.who = append(f.who, auth.PrincipalFrom(ctx))
 	f.bodies = append(f.bodies, bytes.Clone(body))
 	var n int64
-	_, err := api.ScanBatches(body, true, func(h api.BatchHeader, b []byte) error {
-		_, recs, err := api.DecodeBatch(b)
+	_, err := recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
+		_, recs, err := recordbatch.Decode(b)
 		if err != nil {
 			return err
 		}
@@ -75,11 +76,11 @@ func testCoalescer(f *fakeLeader, budget int64) (*coalescer, *gogroup.Group) {
 
 func encode(t *testing.T, values ...string) []byte {
 	t.Helper()
-	rs := make([]api.Record, len(values))
+	rs := make([]recordbatch.Record, len(values))
 	for i, v := range values {
-		rs[i] = api.Record{Value: []byte(v), Timestamp: 1}
+		rs[i] = recordbatch.Record{Value: []byte(v), Timestamp: 1}
 	}
-	b, err := api.EncodeBatch(nil, rs, api.BatchOptions{})
+	b, err := recordbatch.Encode(nil, rs, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 	// offset sent.
 	var off int64
 	for _, body := range f.bodies {
-		api.ScanBatches(body, true, func(h api.BatchHeader, b []byte) error {
-			_, recs, _ := api.DecodeBatch(b)
+		_, err := recordbatch.Scan(body, true, func(h recordbatch.Header, b []byte) error {
+			_, recs, _ := recordbatch.Decode(b)
 			for _, r := range recs {
 				if got[off] != string(r.Value) {
 					t.Errorf("offset %d holds %q, its request sent %q", off, r.Value, got[off])
@@ -173,6 +174,9 @@ func TestCoalescedSendsGiveEachRequestItsOffsets(t *testing.T) {
 			}
 			return nil
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if len(f.bodies) != maxSendsInFlight+1 {
 		t.Fatalf("%d sends, want %d (the queued ten in one)", len(f.bodies), maxSendsInFlight+1)

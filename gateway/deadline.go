@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // Write deadlines (gateway.write.timeout.ms). The server has no
@@ -26,26 +25,15 @@ func (g *Gateway) setWriteDeadline(w http.ResponseWriter, wait time.Duration) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + g.wsConns.lim.WriteTimeout))
 }
 
-// writeJSONWithin is writeJSON for the answer of a long poll: the write
-// timeout starts once the answer is encoded, not before.
-func (g *Gateway) writeJSONWithin(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	g.setWriteDeadline(w, 0)
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
-	writeEncoded(w, status, append(b, '\n'))
-}
-
-// writeRenderedWithin is writeJSONWithin for an answer rendered by one of
+// writeRenderedWithin writes the answer of a long poll, rendered by one of
 // jsonrender.go's functions into a pooled buffer (with its error), which it
-// gives back.
+// gives back. The write timeout starts once the answer is rendered, not
+// before.
 func (g *Gateway) writeRenderedWithin(w http.ResponseWriter, status int, bp *[]byte, err error) {
 	defer putBuf(bp)
 	g.setWriteDeadline(w, 0)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	*bp = append(*bp, '\n')

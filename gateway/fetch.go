@@ -13,7 +13,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Fetch parameter bounds.
@@ -147,9 +149,9 @@ func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (ap
 	// bounds what this answer decodes and renders too: once the records
 	// taken hold max_bytes, the next batch is left for the next fetch. (One
 	// batch decodes whole, and a batch decodes to at most
-	// api.MaxUncompressedBatchSize.)
+	// recordbatch.MaxUncompressedSize.)
 	var decoded int64
-	err := scanFetched(raw, func(h api.BatchHeader, b []byte) error { // DecodeBatch checks each CRC
+	err := scanFetched(raw, func(h recordbatch.Header, b []byte) error { // Decode checks each CRC
 		if !full {
 			return nil
 		}
@@ -158,7 +160,7 @@ func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (ap
 			res.NextOffset = max(h.BaseOffset, offset)
 			return nil
 		}
-		_, recs, err := api.DecodeBatch(b)
+		_, recs, err := recordbatch.Decode(b)
 		if err != nil {
 			return err
 		}
@@ -180,7 +182,7 @@ func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (ap
 }
 
 // recordSize is a decoded record's key, value and headers in bytes.
-func recordSize(r *api.Record) int64 {
+func recordSize(r *recordbatch.Record) int64 {
 	n := int64(len(r.Key) + len(r.Value))
 	for _, h := range r.Headers {
 		n += int64(len(h.Key) + len(h.Value))
@@ -194,17 +196,17 @@ func recordSize(r *api.Record) int64 {
 // checked against its index), so bytes left over are a torn batch or one
 // whose header does not parse: the fetch fails with CORRUPT_RECORD rather
 // than answer nothing, or step past the batch, at the broker's next offset.
-func scanFetched(raw []byte, fn func(h api.BatchHeader, b []byte) error) error {
-	n, err := api.ScanBatches(raw, false, fn)
+func scanFetched(raw []byte, fn func(h recordbatch.Header, b []byte) error) error {
+	n, err := recordbatch.Scan(raw, false, fn)
 	if err != nil || n == len(raw) {
 		return err
 	}
-	_, err = api.VerifyBatch(raw[n:])
+	_, err = recordbatch.Verify(raw[n:])
 	return api.Errorf(api.CodeCorruptRecord, "fetched bytes %d to %d are not a whole batch: %v", n, len(raw), err)
 }
 
 // toFetched renders a record for JSON: JSON values inline, other bytes as base64.
-func toFetched(r *api.Record) api.FetchedRecord {
+func toFetched(r *recordbatch.Record) api.FetchedRecord {
 	fr := api.FetchedRecord{Offset: r.Offset, Timestamp: r.Timestamp}
 	if r.Key != nil {
 		if utf8.Valid(r.Key) {
@@ -256,7 +258,7 @@ func (g *Gateway) startFetch(r *http.Request) (context.Context, context.CancelFu
 func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer cancel()
@@ -265,7 +267,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 	res, err := g.fetchRecords(ctx, fp, offset)
 	if err != nil {
 		g.setWriteDeadline(w, 0)
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	setDebt(w.Header(), res.Throttle)
@@ -282,7 +284,7 @@ func (g *Gateway) handleFetchRecords(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, fp, offset, err := g.startFetch(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer cancel()
@@ -297,7 +299,7 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 		})
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer fr.Body.Close()
@@ -317,19 +319,19 @@ func (g *Gateway) handleFetchBatches(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 	fp, err := g.parseFetchParams(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	at, err := parseOffsetsAt(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	res, err := g.listOffsets(ctx, fp.topic, fp.partition, at)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -338,7 +340,7 @@ func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

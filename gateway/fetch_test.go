@@ -5,19 +5,20 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // A broker's fetch answer that is not whole batches fails the fetch: the
 // JSON route never answers "no records" past a batch it could not read, and
 // never steps over one.
 func TestScanFetched(t *testing.T) {
-	one, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`1`)}, {Value: []byte(`2`)}}, api.BatchOptions{})
+	one, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`1`)}, {Value: []byte(`2`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	two := append(append([]byte(nil), one...), one...)
 	flipped := append([]byte(nil), two...)
-	flipped[len(one)+api.BatchHeaderSize+1] ^= 1
+	flipped[len(one)+recordbatch.HeaderSize+1] ^= 1
 	badMagic := append([]byte(nil), two...)
 	badMagic[len(one)+16] = 7
 	tests := []struct {
@@ -36,8 +37,8 @@ func TestScanFetched(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := 0
-			err := scanFetched(tt.raw, func(h api.BatchHeader, b []byte) error {
-				if _, _, err := api.DecodeBatch(b); err != nil {
+			err := scanFetched(tt.raw, func(h recordbatch.Header, b []byte) error {
+				if _, _, err := recordbatch.Decode(b); err != nil {
 					return err
 				}
 				n++

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
@@ -271,10 +272,10 @@ func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate, g.withClientID)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		apihttp.WriteError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/healthz", g.handleHealthz)
 	r.Get("/readyz", g.handleReadyz)
@@ -349,7 +350,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 						panic(v)
 					}
 					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-					api.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
+					apihttp.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
 				}
 			}()
 			next.ServeHTTP(w, r)

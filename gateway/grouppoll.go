@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
@@ -29,7 +30,7 @@ func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
 	pp, err := parsePollQuery(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), pp.wait+groupBudget)
@@ -38,7 +39,7 @@ func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 	res, err := g.groupPoll(ctx, group, member, pp)
 	if err != nil {
 		g.setWriteDeadline(w, 0)
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	bp := getBuf(0)

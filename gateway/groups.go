@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 )
@@ -135,14 +136,14 @@ func (g *Gateway) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.JoinGroupRequest
 	if err := decodeJSONBody(r, &req, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := groupCtx(r)
 	defer cancel()
 	res, err := g.join(ctx, group, req, api.MemberKindHTTP)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, res)
@@ -168,7 +169,7 @@ func (g *Gateway) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return g.brokers.Heartbeat(ctx, addr, group, member)
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -180,7 +181,7 @@ func (g *Gateway) handleLeaveGroup(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := groupCtx(r)
 	defer cancel()
 	if err := g.leave(ctx, group, member); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -198,14 +199,14 @@ func (g *Gateway) handleCommit(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.CommitRequest
 	if err := decodeJSONBody(r, &req, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := groupCtx(r)
 	defer cancel()
 	res, err := g.commit(ctx, group, req)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -247,7 +248,7 @@ func (g *Gateway) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		return g.brokers.DescribeGroup(ctx, addr, group)
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	g.fillLag(ctx, d.Partitions)
@@ -337,7 +338,7 @@ func (g *Gateway) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 		return struct{}{}, g.brokers.DeleteGroup(ctx, addr, group)
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -350,16 +351,16 @@ func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.ResetOffsetsRequest
 	if err := decodeJSONBody(r, &req, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if len(req.Topics) == 0 {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "topics: name at least one"))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "topics: name at least one"))
 		return
 	}
 	spec, fixed, err := parseResetTarget(req.To)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := groupCtx(r)
@@ -369,14 +370,14 @@ func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 	for _, topic := range req.Topics {
 		t, ok := md.Topics[topic]
 		if !ok {
-			api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
+			apihttp.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
 			return
 		}
 		for p := int32(0); p < int32(t.Partitions()); p++ {
 			off := fixed
 			if spec != "" {
 				if off, err = g.resolveResetOffset(ctx, topic, p, spec); err != nil {
-					api.WriteError(w, err)
+					apihttp.WriteError(w, err)
 					return
 				}
 			}
@@ -384,14 +385,14 @@ func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := g.authorizeOffsetTopics(ctx, offs); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	res, err := onCoordinator(g, ctx, group, true, func(addr string) (api.CommitResponse, error) {
 		return g.brokers.SetGroupOffsets(ctx, addr, group, offs)
 	})
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

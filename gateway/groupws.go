@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -60,13 +61,13 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	req, credit, err := parseGroupWSQuery(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	// Admitted before the join, so a refused client is not a member.
 	release, err := g.wsConns.admit(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer release()
@@ -74,7 +75,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 	joined, err := g.join(joinCtx, group, req, api.MemberKindWS)
 	cancel()
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())

@@ -48,11 +48,11 @@ func startGateway(t *testing.T, c *embedtest.Cluster, opts gateway.Options) (cli
 	closeGW := func() error {
 		once.Do(func() {
 			closeErr = gw.Close()
-			sess.Close()
+			_ = sess.Close() // a session's Close never fails
 		})
 		return closeErr
 	}
-	t.Cleanup(func() { closeGW() })
+	t.Cleanup(func() { _ = closeGW() }) // tests that judge the close call closeGW themselves
 	base := "http://" + gw.Addr()
 	embedtest.WaitReady(t, base, 10*time.Second)
 	return client{t: t, base: base}, closeGW
@@ -342,7 +342,7 @@ func pipeRequest(t *testing.T, base, path string, declared int64) (*io.PipeWrite
 	req.ContentLength = declared
 	answer := make(chan *http.Response, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // handed over on answer; its receiver closes the body
 		if err != nil {
 			pr.CloseWithError(err)
 			answer <- nil
@@ -366,8 +366,9 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	used := func() float64 { return c.metric("sluice_gateway_produce_memory_bytes") }
 
 	t.Run("never fits", func(t *testing.T) {
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", budget+1)
-		go pw.Write([]byte(`{"records":[`))
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", budget+1) //nolint:bodyclose // closed below, once it arrives
+		// The write fails once the gateway refuses the body.
+		go func() { _, _ = pw.Write([]byte(`{"records":[`)) }()
 		resp := <-answer
 		if resp == nil {
 			t.Fatal("no answer while the body was still owed")
@@ -378,7 +379,7 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	})
 
 	t.Run("declared, not sent", func(t *testing.T) {
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", 8<<20)
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", 8<<20) //nolint:bodyclose // closed below, once it arrives
 		if _, err := pw.Write([]byte(`{"records":[`)); err != nil {
 			t.Fatal(err)
 		}
@@ -399,10 +400,11 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 	t.Run("busy", func(t *testing.T) {
 		// A holds 8 of the 10 MiB: 5 MiB of white space has arrived, and
 		// its buffer doubled to 8 MiB to take it.
-		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", -1)
+		pw, answer := pipeRequest(t, c.base, "/v1/topics/t/records", -1) //nolint:bodyclose // closed below, once it arrives
 		go func() {
-			pw.Write([]byte(`{"records":[{"value":"a"}]`))
-			pw.Write(bytes.Repeat([]byte(" "), 5<<20))
+			// A failed write fails request A, which the test checks.
+			_, _ = pw.Write([]byte(`{"records":[{"value":"a"}]`))
+			_, _ = pw.Write(bytes.Repeat([]byte(" "), 5<<20))
 		}()
 		waitUntil(t, 10*time.Second, "request A holds 8 MiB", func() bool { return used() >= 8<<20 })
 
@@ -414,7 +416,8 @@ func TestHostileProduceMemoryBudget(t *testing.T) {
 		}
 
 		go func() {
-			pw.Write([]byte(`}`))
+			// A failed write fails request A, which the test checks.
+			_, _ = pw.Write([]byte(`}`))
 			pw.Close()
 		}()
 		resp := <-answer

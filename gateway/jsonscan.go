@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // A hand-written scanner for produce bodies. It validates JSON as strictly as
@@ -65,12 +66,12 @@ const chargeStep = 64 << 10
 
 // What a scanned record and header cost beyond their bytes in the body,
 // until the request ends: the pending record (twice: a growing table has up
-// to half its capacity spare), its api.Record and api.RecordOffset, and its
+// to half its capacity spare), its recordbatch.Record and api.RecordOffset, and its
 // share of the offsets answer (36 bytes); a header's table entry. Batches
 // are charged when they are encoded.
 var (
-	recordCost = int64(2*unsafe.Sizeof(pendingRecord{}) + unsafe.Sizeof(api.Record{}) + unsafe.Sizeof(api.RecordOffset{}) + 36)
-	headerCost = int64(unsafe.Sizeof(api.Header{}))
+	recordCost = int64(2*unsafe.Sizeof(pendingRecord{}) + unsafe.Sizeof(recordbatch.Record{}) + unsafe.Sizeof(api.RecordOffset{}) + 36)
+	headerCost = int64(unsafe.Sizeof(recordbatch.RecordHeader{}))
 )
 
 // settle takes what the scan still owes from the budget.
@@ -497,7 +498,7 @@ func (s *scanner) record(i int) pendingRecord {
 // headers scans record i's headers object (or null), of string values,
 // into headers sorted by name; a name given twice is an error, as are more
 // than max.headers.per.record of them. A null value is an empty one.
-func (s *scanner) headers(i int) []api.Header {
+func (s *scanner) headers(i int) []recordbatch.RecordHeader {
 	switch s.peek() {
 	case 'n':
 		s.literal("null")
@@ -507,7 +508,7 @@ func (s *scanner) headers(i int) []api.Header {
 		s.failRecord(i, "headers must be an object of strings")
 		return nil
 	}
-	var hs []api.Header
+	var hs []recordbatch.RecordHeader
 	s.object(func(name []byte) {
 		if len(hs) == s.lim.maxHeaders {
 			s.failRecord(i, "more than %d headers (%s)", s.lim.maxHeaders, api.LimitMaxHeadersPerRecord)
@@ -526,13 +527,13 @@ func (s *scanner) headers(i int) []api.Header {
 			return
 		}
 		k := string(s.text(name, false))
-		hs = append(hs, api.Header{Key: k, Value: v})
+		hs = append(hs, recordbatch.RecordHeader{Key: k, Value: v})
 		s.charge(headerCost + int64(len(k)))
 	})
 	if s.err != nil || len(hs) < 2 {
 		return hs
 	}
-	slices.SortFunc(hs, func(a, b api.Header) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(hs, func(a, b recordbatch.RecordHeader) int { return strings.Compare(a.Key, b.Key) })
 	for j := 1; j < len(hs); j++ {
 		if hs[j-1].Key == hs[j].Key {
 			s.failRecord(i, "header %q appears twice", hs[j].Key)

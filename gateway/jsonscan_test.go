@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // strictObject decodes a JSON object's members, refusing a name given twice.
@@ -143,7 +144,7 @@ func referenceRecord(line []byte) (pendingRecord, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			pr.headers = append(pr.headers, api.Header{Key: k, Value: []byte(h[k])})
+			pr.headers = append(pr.headers, recordbatch.RecordHeader{Key: k, Value: []byte(h[k])})
 		}
 	}
 	return pr, nil

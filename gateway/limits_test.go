@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 func code(err error) api.Code {
@@ -129,7 +130,7 @@ func TestBatchBuffersPerPartition(t *testing.T) {
 	res := &reservation{b: b}
 	bs := newPartitionBatches(len(parts))
 	defer bs.release()
-	if err := bs.encode(recs, parts, order, api.BatchOptions{}, nil, res); err != nil {
+	if err := bs.encode(recs, parts, order, recordbatch.Options{}, nil, res); err != nil {
 		t.Fatal(err)
 	}
 	for j, p := range parts {
@@ -137,7 +138,7 @@ func TestBatchBuffersPerPartition(t *testing.T) {
 			t.Fatalf("partition %d's one-byte batch has a %d-byte buffer", p, cap(*bs.bufs[j]))
 		}
 	}
-	if res.n < int64(len(big)) || res.n > int64(len(big))+3*(api.BatchHeaderSize+36)+2 {
+	if res.n < int64(len(big)) || res.n > int64(len(big))+3*(recordbatch.HeaderSize+36)+2 {
 		t.Fatalf("%d budget bytes for batches of %d value bytes", res.n, len(big)+2)
 	}
 	res.release()

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -38,7 +39,7 @@ func newGatewayMetrics() *gatewayMetrics {
 			Name: "sluice_gateway_produce_send_batches_total", Help: "Produce requests' batches those sends carried: above the sends when concurrent requests to a partition were coalesced.",
 		}),
 	}
-	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, m.produceSends, m.produceSendBatches, prometheus.NewGoCollector())
+	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, m.produceSends, m.produceSendBatches, collectors.NewGoCollector())
 	return m
 }
 

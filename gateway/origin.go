@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // originGuard keeps other web sites' pages from using a visitor's browser
@@ -176,7 +177,7 @@ func (g *Gateway) guardOrigins(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !og.hostAllowed(r.Host) {
 			g.log.Debug("Host not allowed", "host", r.Host, "path", r.URL.Path)
-			api.WriteError(w, api.Errorf(api.CodeHostNotAllowed, "Host %q is not one of this gateway's names", r.Host))
+			apihttp.WriteError(w, api.Errorf(api.CodeHostNotAllowed, "Host %q is not one of this gateway's names", r.Host))
 			return
 		}
 		origin := r.Header.Get("Origin")
@@ -187,7 +188,7 @@ func (g *Gateway) guardOrigins(next http.Handler) http.Handler {
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 		if (preflight || needsOriginCheck(r)) && !og.originAllowed(origin, r) {
 			g.log.Debug("Origin not allowed", "origin", origin, "method", r.Method, "path", r.URL.Path)
-			api.WriteError(w, api.Errorf(api.CodeOriginNotAllowed, "Origin %q may not %s %s on this gateway", origin, r.Method, r.URL.Path))
+			apihttp.WriteError(w, api.Errorf(api.CodeOriginNotAllowed, "Origin %q may not %s %s on this gateway", origin, r.Method, r.URL.Path))
 			return
 		}
 		w.Header().Add("Vary", "Origin")

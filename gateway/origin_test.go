@@ -183,6 +183,10 @@ func TestOriginOptionsValidated(t *testing.T) {
 	}
 }
 
+// readResponse is a response whose body a test helper has read and closed:
+// its status, headers and cookies are what is left to check.
+type readResponse struct{ *http.Response }
+
 // TestCORSForAllowedOrigins: a page of an allowed origin may call the HTTP
 // routes with a token. Its preflight is answered before authentication
 // with the methods and headers the API takes; its requests' answers, errors
@@ -195,7 +199,7 @@ func TestCORSForAllowedOrigins(t *testing.T) {
 	const page = "https://app.example.com"
 	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: token},
 		TuneGateway: func(o *gateway.Options) { o.AllowedOrigins = []string{page} }})
-	do := func(method, path, origin string, hdr map[string]string, body string) *http.Response {
+	do := func(method, path, origin string, hdr map[string]string, body string) readResponse {
 		t.Helper()
 		req, err := http.NewRequest(method, c.URL+path, strings.NewReader(body))
 		if err != nil {
@@ -216,7 +220,7 @@ func TestCORSForAllowedOrigins(t *testing.T) {
 		if resp.Header.Get("Access-Control-Allow-Credentials") != "" {
 			t.Errorf("%s %s from %q granted credentials", method, path, origin)
 		}
-		return resp
+		return readResponse{resp}
 	}
 	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type,x-client-id"}
 	authed := map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"}

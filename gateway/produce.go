@@ -13,9 +13,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const defaultProduceTimeout = 30 * time.Second
@@ -51,30 +53,30 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	topic := chi.URLParam(r, "topic")
 	tm, cfg, err := g.produceTopic(topic)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	pp, err := parseProduceQuery(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	res := &reservation{b: g.mem}
 	defer res.release()
 	in, err := g.readRecords(r, cfg, tm.Partitions(), res)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer in.releaseBody(res)
 	recs := in.recs
 	defer func() { putPending(recs) }()
 	if err := checkRecords(topic, recs, cfg, time.Now().UnixMilli()); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := g.assignPartitions(topic, recs, tm.Partitions()); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 
@@ -83,10 +85,10 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	seqs, err := g.checkProducer(ctx, in.pf, parts)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
-	opts := api.BatchOptions{Compression: cfg.Compression}
+	opts := recordbatch.Options{Compression: cfg.Compression}
 	retriable := retriableBeforeWrite
 	if seqs != nil {
 		opts.ProducerID, opts.ProducerEpoch = *in.pf.id, *in.pf.epoch
@@ -97,7 +99,7 @@ func (g *Gateway) handleProduce(w http.ResponseWriter, r *http.Request) {
 	bs := newPartitionBatches(len(parts))
 	defer bs.release()
 	if err := bs.encode(recs, parts, order, opts, seqs, res); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	// The batches hold copies of the records: the body can go back now.
@@ -158,7 +160,7 @@ func newPartitionBatches(n int) *partitionBatches {
 // encode builds one RecordBatch v2 per partition. Each buffer is sized for
 // its own partition's records, and its bytes are taken from res before it
 // is built.
-func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order map[int32][]int, opts api.BatchOptions, seqs map[int32]int32, res *reservation) error {
+func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order map[int32][]int, opts recordbatch.Options, seqs map[int32]int32, res *reservation) error {
 	rs := getRecords(len(order[parts[0]]))
 	defer func() { putRecords(rs) }()
 	for j, p := range parts {
@@ -167,9 +169,9 @@ func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order ma
 		// bytes and their framing (length, attributes, timestamp and offset
 		// deltas, key, value and header lengths: at most 36 bytes, and 10 a
 		// header).
-		payload := int64(api.BatchHeaderSize)
+		payload := int64(recordbatch.HeaderSize)
 		for _, i := range order[p] {
-			rs = append(rs, api.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
+			rs = append(rs, recordbatch.Record{Key: recs[i].key, Value: recs[i].value, Headers: recs[i].headers, Timestamp: recs[i].timestamp})
 			payload += int64(recs[i].size()) + 36 + 10*int64(len(recs[i].headers))
 		}
 		// A compressed batch is built in a scratch buffer first.
@@ -185,7 +187,7 @@ func (bs *partitionBatches) encode(recs []pendingRecord, parts []int32, order ma
 		if seqs != nil {
 			opts.BaseSequence = seqs[p]
 		}
-		b, err := api.EncodeBatch(*bs.bufs[j], rs, opts)
+		b, err := recordbatch.Encode(*bs.bufs[j], rs, opts)
 		if err != nil {
 			return err
 		}
@@ -312,7 +314,7 @@ func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, par
 		resp.Error = &api.ErrorDetail{Code: first.Code, Message: first.Message, Retriable: first.Retriable()}
 		w.Header().Set(api.HeaderErrorCode, string(first.Code))
 		if first.Throttle > 0 {
-			api.SetThrottle(w.Header(), first.Throttle)
+			apihttp.SetThrottle(w.Header(), first.Throttle)
 		}
 		writeJSON(w, first.Status(), resp)
 		return

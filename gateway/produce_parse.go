@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Media types a produce accepts.
@@ -21,7 +22,7 @@ type pendingRecord struct {
 	partition int32 // -1 when the request did not name one
 	key       []byte
 	value     []byte
-	headers   []api.Header
+	headers   []recordbatch.RecordHeader
 	timestamp int64
 }
 

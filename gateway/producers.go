@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
@@ -51,11 +52,11 @@ type producerWatch struct{ fired bool }
 func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 	var req api.InitProducerRequest
 	if err := decodeStrictJSON(w, r, &req, 4096, true); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if !g.mayProduce(r.Context()) {
-		api.WriteError(w, api.Errorf(api.CodeNotAuthorized, "%s may write to no topic", auth.PrincipalFrom(r.Context())))
+		apihttp.WriteError(w, api.Errorf(api.CodeNotAuthorized, "%s may write to no topic", auth.PrincipalFrom(r.Context())))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
@@ -70,7 +71,7 @@ func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 		id, err = g.bumpProducer(ctx, *req.ProducerID)
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, id)

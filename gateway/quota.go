@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/quota"
@@ -55,7 +56,7 @@ func (g *Gateway) withClientID(next http.Handler) http.Handler {
 			return
 		}
 		if !quota.ValidClientID(id) {
-			api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "client id %q: want 1 to %d of [a-zA-Z0-9._-]", truncate(id, 64), quota.MaxClientIDLen))
+			apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "client id %q: want 1 to %d of [a-zA-Z0-9._-]", truncate(id, 64), quota.MaxClientIDLen))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(brokerapi.WithClientID(r.Context(), id)))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/quota"
 )
@@ -40,20 +41,20 @@ func (g *Gateway) handleListQuotas(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handlePutQuota(w http.ResponseWriter, r *http.Request) {
 	var req api.Quota
 	if err := decodeStrictJSON(w, r, &req, 64<<10, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	qt := quotaFromAPI(req)
 	err := g.quotas.Set(r.Context(), qt)
 	switch {
 	case errors.Is(err, quota.ErrInvalid):
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
 	case errors.Is(err, quota.ErrTooMany):
-		api.WriteError(w, api.Errorf(api.CodePolicyViolation, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodePolicyViolation, "%v", err))
 	case err != nil:
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the quota: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "storing the quota: %v", err))
 	default:
-		g.log.Info("quota set", "entity", qt.Entity.String(), "producer_byte_rate", qt.ProducerByteRate,
+		g.log.Info("quota set", "entity", qt.String(), "producer_byte_rate", qt.ProducerByteRate,
 			"consumer_byte_rate", qt.ConsumerByteRate, "request_rate", qt.RequestRate, "by", auth.PrincipalFrom(r.Context()))
 		writeJSON(w, http.StatusOK, quotaToAPI(qt))
 	}
@@ -65,15 +66,15 @@ func (g *Gateway) handleDeleteQuota(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	e := quota.Entity{Principal: q.Get("principal"), ClientID: q.Get("client_id")}
 	if err := e.Validate(); err != nil {
-		api.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "%v", err))
 		return
 	}
 	err := g.quotas.Delete(r.Context(), e)
 	switch {
 	case errors.Is(err, quota.ErrUnknown):
-		api.WriteError(w, api.Errorf(api.CodeUnknownQuota, "no quota for %s", e))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownQuota, "no quota for %s", e))
 	case err != nil:
-		api.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "deleting the quota: %v", err))
+		apihttp.WriteError(w, api.Errorf(api.CodeCoordinatorNotAvail, "deleting the quota: %v", err))
 	default:
 		g.log.Info("quota deleted", "entity", e.String(), "by", auth.PrincipalFrom(r.Context()))
 		w.WriteHeader(http.StatusNoContent)

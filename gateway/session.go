@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -26,7 +27,7 @@ func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
 	if err := decodeStrictJSON(w, r, &req, 4<<10, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	principal, err := g.principalOf(r, req.Token)

@@ -21,7 +21,7 @@ func TestBrowserSession(t *testing.T) {
 	c := embedtest.Start(t, embedtest.Options{GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: bootstrapToken}})
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar}
-	do := func(method, path, body string) (*http.Response, string) {
+	do := func(method, path, body string) (readResponse, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, c.URL+path, strings.NewReader(body))
 		if body != "" {
@@ -33,7 +33,7 @@ func TestBrowserSession(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return readResponse{resp}, string(b)
 	}
 
 	resp, body := do("GET", "/v1/session", "")

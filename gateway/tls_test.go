@@ -72,10 +72,12 @@ func TestTLSAndClientCertificates(t *testing.T) {
 	}
 	produce := map[string]any{"records": []map[string]any{{"value": "v"}}}
 
-	if _, err := post(clientFor("", 0), "/v1/topics/orders/records", produce); err == nil {
+	if resp, err := post(clientFor("", 0), "/v1/topics/orders/records", produce); err == nil {
+		resp.Body.Close()
 		t.Fatal("a client without a certificate got an answer")
 	}
-	if _, err := post(clientFor("alice", tls.VersionTLS11), "/v1/topics/orders/records", produce); err == nil {
+	if resp, err := post(clientFor("alice", tls.VersionTLS11), "/v1/topics/orders/records", produce); err == nil {
+		resp.Body.Close()
 		t.Fatal("TLS 1.1 was accepted")
 	}
 	for cn, want := range map[string]int{"alice": 200, "mallory": 403} {

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // handleAlterTopicConfig is PATCH /v1/topics/{topic}/configs: sets and
@@ -19,12 +20,12 @@ func (g *Gateway) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request)
 	name := chi.URLParam(r, "topic")
 	var req api.AlterTopicConfigRequest
 	if err := decodeStrictJSON(w, r, &req, 1<<20, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	tm, ok := g.view.Current().Topics[name]
 	if !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", name))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", name))
 		return
 	}
 	rf := 0
@@ -32,23 +33,23 @@ func (g *Gateway) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request)
 		rf = len(tm.Record.Replicas[0])
 	}
 	if _, err := api.AlterTopicConfigs(tm.Record.Configs, req, rf); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	err := g.callController(ctx, func(addr string) error { return g.brokers.AlterTopicConfig(ctx, addr, name, req) })
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := g.view.Refresh(ctx); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	t, err := g.describeTopic(ctx, name)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, t)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
@@ -50,16 +51,16 @@ func (g *Gateway) callController(ctx context.Context, call func(addr string) err
 func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTopicRequest
 	if err := decodeStrictJSON(w, r, &req, 1<<20, false); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := api.ValidateTopicName(req.Name); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if !g.allowed(r.Context(), auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
 		if err := g.authorize(r.Context(), auth.OpCreate, auth.ResourceTopic, req.Name); err != nil {
-			api.WriteError(w, err)
+			apihttp.WriteError(w, err)
 			return
 		}
 	}
@@ -70,23 +71,23 @@ func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 		req.ReplicationFactor = min(3, len(g.view.Current().Brokers))
 	}
 	if _, err := api.ParseTopicConfig(req.Configs, req.ReplicationFactor); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	err := g.callController(ctx, func(addr string) error { return g.brokers.CreateTopic(ctx, addr, req) })
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := g.view.Refresh(ctx); err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	t, err := g.waitTopicReady(ctx, req.Name)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, t)
@@ -190,7 +191,7 @@ func nonNil(s []int32) []int32 {
 func (g *Gateway) handleGetTopic(w http.ResponseWriter, r *http.Request) {
 	t, err := g.describeTopic(r.Context(), chi.URLParam(r, "topic"))
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
@@ -213,14 +214,14 @@ func (g *Gateway) handleListTopics(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "topic")
 	if _, ok := g.view.Current().Topics[name]; !ok {
-		api.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", name))
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", name))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	err := g.callController(ctx, func(addr string) error { return g.brokers.DeleteTopic(ctx, addr, name) })
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	_ = g.view.Refresh(ctx)

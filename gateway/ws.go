@@ -12,7 +12,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // WebSocket streaming with credit-based flow control.
@@ -52,17 +54,17 @@ const (
 func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 	fp, err := g.parseFetchParams(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	sq, err := parseStreamQuery(r.URL.Query())
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	release, err := g.wsConns.admit(r)
 	if err != nil {
-		api.WriteError(w, err)
+		apihttp.WriteError(w, err)
 		return
 	}
 	defer release()
@@ -255,7 +257,7 @@ func (s *wsStream) sendBatches(ctx context.Context, offset int64, shared *tailDa
 	end, next, sent := 0, offset, int64(0)
 	// Bytes that are not whole batches fail the stream (retriable), never
 	// make it fetch the same offset again at once.
-	err := scanFetched(raw, func(h api.BatchHeader, b []byte) error {
+	err := scanFetched(raw, func(h recordbatch.Header, b []byte) error {
 		if sent >= credit {
 			return nil
 		}

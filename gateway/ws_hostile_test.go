@@ -41,8 +41,8 @@ func streamGateway(t *testing.T, lim gateway.StreamLimits) (client, *gateway.Gat
 	}
 	gw.Start()
 	t.Cleanup(func() {
-		gw.Close()
-		sess.Close()
+		_ = gw.Close()
+		_ = sess.Close()
 	})
 	base := "http://" + gw.Addr()
 	embedtest.WaitReady(t, base, 10*time.Second)
@@ -286,7 +286,7 @@ const wsUpgrade = "GET %s HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConn
 func readHead(t *testing.T, conn net.Conn) string {
 	t.Helper()
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	defer conn.SetReadDeadline(time.Time{})
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
 	var head []byte
 	b := make([]byte, 1)
 	for !strings.HasSuffix(string(head), "\r\n\r\n") {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // wsConn is a test consumer: it counts the records it has received.
@@ -133,8 +134,8 @@ func TestWebSocketInitialCreditAndBinary(t *testing.T) {
 		t.Fatalf("binary frame: %v %v", typ, err)
 	}
 	var offsets []int64
-	if _, err := api.ScanBatches(b, true, func(h api.BatchHeader, raw []byte) error {
-		_, recs, err := api.DecodeBatch(raw)
+	if _, err := recordbatch.Scan(b, true, func(h recordbatch.Header, raw []byte) error {
+		_, recs, err := recordbatch.Decode(raw)
 		for _, r := range recs {
 			offsets = append(offsets, r.Offset)
 		}

@@ -169,10 +169,16 @@ func TestSplitJoinLeaveExpire(t *testing.T) {
 
 	// m3 goes silent past its session; the others keep beating.
 	h.now = h.now.Add(6 * time.Second)
-	h.heartbeat("g", m1)
-	h.heartbeat("g", m4)
+	if err := h.heartbeat("g", m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.heartbeat("g", m4); err != nil {
+		t.Fatal(err)
+	}
 	h.now = h.now.Add(6 * time.Second)
-	h.apply(h.s.Expire(h.now, h.metadata), nil)
+	if err := h.apply(h.s.Expire(h.now, h.metadata), nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := h.s.Member("g", m3); err == nil {
 		t.Fatal("m3 outlived its session")
 	}
@@ -287,9 +293,13 @@ func TestReplayRebuildsState(t *testing.T) {
 	h.settle("g2")
 	m1v, _ := h.s.Member("g1", m1)
 	for _, tp := range m1v.Assignment() {
-		h.apply(h.s.Commit("g1", m1, m1v.Epoch, []api.PartitionOffset{{Topic: tp.Topic, Partition: tp.Partition, Offset: 42}}, h.metadata, h.now))
+		if err := h.apply(h.s.Commit("g1", m1, m1v.Epoch, []api.PartitionOffset{{Topic: tp.Topic, Partition: tp.Partition, Offset: 42}}, h.metadata, h.now)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	h.apply(h.s.Leave("g1", m2, h.metadata))
+	if err := h.apply(h.s.Leave("g1", m2, h.metadata)); err != nil {
+		t.Fatal(err)
+	}
 
 	replayed := NewState()
 	for _, r := range h.log {
@@ -316,7 +326,9 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 	compacted := NewState()
 	for _, k := range order {
-		compacted.Apply(last[k], h.now)
+		if err := compacted.Apply(last[k], h.now); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, g := range []string{"g1", "g2"} {
 		want, _ := h.s.Describe(g)
@@ -397,7 +409,9 @@ func TestResetAndDeleteNeedEmptyGroup(t *testing.T) {
 	if err := h.apply(h.s.Delete("g")); !errors.Is(err, &api.Error{Code: api.CodeGroupNotEmpty}) {
 		t.Fatalf("delete with a member: %v", err)
 	}
-	h.apply(h.s.Leave("g", m, h.metadata))
+	if err := h.apply(h.s.Leave("g", m, h.metadata)); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.apply(h.s.SetOffsets("g", offs, h.now)); err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +545,9 @@ func TestFencesOnlyGrow(t *testing.T) {
 	if f1 <= 0 || f2 <= f1 {
 		t.Fatalf("t/1 granted to a with fence %d, then to b with %d: want growth", f1, f2)
 	}
-	h.apply(h.s.Leave("g", b, h.metadata))
+	if err := h.apply(h.s.Leave("g", b, h.metadata)); err != nil {
+		t.Fatal(err)
+	}
 	h.settle("g")
 	f3 := fence(a, 1)
 	a2 := h.join("g", api.JoinGroupRequest{Topics: []string{"t"}, InstanceID: "a"})
@@ -541,7 +557,9 @@ func TestFencesOnlyGrow(t *testing.T) {
 	}
 	replayed := NewState()
 	for _, r := range h.log {
-		replayed.Apply(r, h.now)
+		if err := replayed.Apply(r, h.now); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m, _ := replayed.Member("g", a2)
 	if g := m.Grants(); g[1].Fence != f4 || replayed.Group("g").Fences < f4 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -69,7 +70,7 @@ func NewMetrics() *Metrics {
 	}
 	m.reg.MustRegister(m.written, m.batches, m.claims, m.batchTime, m.storeRetry, m.lag, m.owned,
 		m.objects, m.objBytes, m.objRaw, m.objectTime,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // testIndex is a well-formed index of a segment [100, 130) of three
@@ -37,7 +38,7 @@ func TestDecodeIndex(t *testing.T) {
 		{"well formed", good, rec, true},
 		{"a position of 1 TiB", put(good, 2, 1, 1<<40), rec, false},
 		{"a negative position", put(good, 1, 1, -100), rec, false},
-		{"the last batch shorter than a header", put(good, 2, 1, rec.Size-api.BatchHeaderSize+1), rec, false},
+		{"the last batch shorter than a header", put(good, 2, 1, rec.Size-recordbatch.HeaderSize+1), rec, false},
 		{"batches closer than a header", put(good, 1, 1, 60), rec, false},
 		{"positions out of order", put(good, 1, 1, 300), rec, false},
 		{"offsets out of order", put(good, 2, 0, 105), rec, false},
@@ -49,7 +50,7 @@ func TestDecodeIndex(t *testing.T) {
 		{"shorter than its record", good[:2*remoteIndexEntry], rec, false},
 		{"not whole entries", good[:len(good)-1], withRec(func(r *RemoteSegment) { r.IndexSize-- }), false},
 		{"empty", nil, withRec(func(r *RemoteSegment) { r.IndexSize = 0 }), false},
-		{"a record with more entries than its log object holds batches", good, withRec(func(r *RemoteSegment) { r.Size = 2 * api.BatchHeaderSize }), false},
+		{"a record with more entries than its log object holds batches", good, withRec(func(r *RemoteSegment) { r.Size = 2 * recordbatch.HeaderSize }), false},
 		{"a record with more entries than offsets", good, withRec(func(r *RemoteSegment) { r.Next = 102 }), false},
 		{"a record with an index of 1 TiB", good, withRec(func(r *RemoteSegment) { r.IndexSize = 1 << 40 }), false},
 		{"a record with no offsets", good, withRec(func(r *RemoteSegment) { r.Next = r.Base }), false},
@@ -95,10 +96,10 @@ func FuzzDecodeIndex(f *testing.F) {
 			t.Fatalf("first entry %+v", idx[0])
 		}
 		for i, e := range idx {
-			if e.offset < base || e.offset >= next || e.pos < 0 || e.pos+api.BatchHeaderSize > size {
+			if e.offset < base || e.offset >= next || e.pos < 0 || e.pos+recordbatch.HeaderSize > size {
 				t.Fatalf("entry %d %+v outside the record %+v", i, e, seg)
 			}
-			if i > 0 && (e.offset <= idx[i-1].offset || e.pos-idx[i-1].pos < api.BatchHeaderSize) {
+			if i > 0 && (e.offset <= idx[i-1].offset || e.pos-idx[i-1].pos < recordbatch.HeaderSize) {
 				t.Fatalf("entry %d %+v does not follow %+v", i, e, idx[i-1])
 			}
 		}
@@ -162,11 +163,11 @@ func testColdReadCorrupt(t *testing.T, bkt Bucket) {
 		{name: "index longer than its record", key: seg.IndexKey(), data: append(bytes.Clone(indexObj), indexObj[16:32]...)},
 		{name: "index truncated", key: seg.IndexKey(), data: indexObj[:len(indexObj)-remoteIndexEntry]},
 		{name: "record claims a 1 TiB index", rec: func(r *RemoteSegment) { r.IndexSize = 1 << 40 }},
-		{name: "a byte flipped in the third batch", key: seg.LogKey(), data: flip(idx[2].pos + api.BatchHeaderSize + 3), badFrom: 20, logCount: true},
-		{name: "the second batch's header zeroed", key: seg.LogKey(), data: zero(idx[1].pos, api.BatchHeaderSize), badFrom: 10, logCount: true},
+		{name: "a byte flipped in the third batch", key: seg.LogKey(), data: flip(idx[2].pos + recordbatch.HeaderSize + 3), badFrom: 20, logCount: true},
+		{name: "the second batch's header zeroed", key: seg.LogKey(), data: zero(idx[1].pos, recordbatch.HeaderSize), badFrom: 10, logCount: true},
 		{name: "a base offset that is not the index's", key: seg.LogKey(), data: func() []byte {
 			b := bytes.Clone(logObj)
-			api.SetBaseOffset(b[idx[3].pos:], 31)
+			recordbatch.SetBaseOffset(b[idx[3].pos:], 31)
 			return b
 		}(), badFrom: 30, logCount: true},
 		// A read whose range runs past the object's real end fails whole.
@@ -226,8 +227,8 @@ func consume(cr *ColdReader, seg RemoteSegment, maxBytes int64) (int64, error) {
 			return off, err
 		}
 		want := off
-		n, err := api.ScanBatches(data, true, func(h api.BatchHeader, b []byte) error {
-			_, rs, err := api.DecodeBatch(b)
+		n, err := recordbatch.Scan(data, true, func(h recordbatch.Header, b []byte) error {
+			_, rs, err := recordbatch.Decode(b)
 			if err != nil {
 				return err
 			}
@@ -268,7 +269,7 @@ func TestColdReadRecordsBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		var last int64 = -1
-		if _, err := api.ScanBatches(data, true, func(h api.BatchHeader, _ []byte) error { last = h.NextOffset(); return nil }); err != nil {
+		if _, err := recordbatch.Scan(data, true, func(h recordbatch.Header, _ []byte) error { last = h.NextOffset(); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if next != tt.wantNext || last != tt.wantNext {

@@ -58,7 +58,7 @@ func OpenLocalDir(dir string) (*LocalDir, error) {
 	}
 	for _, d := range []string{localObjects, localTmp} {
 		if err := root.MkdirAll(d, 0o755); err != nil {
-			root.Close()
+			_ = root.Close() // the mkdir error is the one to report
 			return nil, fmt.Errorf("tier: local dir %s: %w", dir, err)
 		}
 	}
@@ -102,7 +102,7 @@ func (b *LocalDir) Put(ctx context.Context, key string, r io.Reader, size int64)
 	renamed := false
 	defer func() {
 		if f != nil {
-			f.Close()
+			_ = f.Close() // only on a failed put: the error is already chosen
 		}
 		if !renamed {
 			_ = b.root.Remove(tmp)
@@ -187,11 +187,11 @@ func (b *LocalDir) open(op, key string) (*os.File, os.FileInfo, error) {
 	}
 	info, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // opened read-only
 		return nil, nil, b.fail(op, key, err)
 	}
 	if !info.Mode().IsRegular() {
-		f.Close()
+		_ = f.Close() // opened read-only
 		return nil, nil, fmt.Errorf("tier: local %s %q: %w (a folder of other keys)", op, key, ErrNotExist)
 	}
 	return f, info, nil
@@ -226,11 +226,11 @@ func (b *LocalDir) GetRange(ctx context.Context, key string, off, length int64) 
 		return nil, err
 	}
 	if off >= info.Size() {
-		f.Close()
+		_ = f.Close() // opened read-only
 		return nil, fmt.Errorf("tier: local get %q: %w: offset %d of a %d-byte object", key, ErrInvalidRange, off, info.Size())
 	}
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		f.Close()
+		_ = f.Close() // opened read-only
 		return nil, b.fail("get", key, err)
 	}
 	return &fileRange{Reader: io.LimitReader(f, length), f: f}, nil

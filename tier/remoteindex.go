@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // The remote offset index is a flat array of 16-byte big-endian entries, one
@@ -30,7 +31,7 @@ func encodeIndex(entries []indexEntry) []byte {
 // maxIndexEntries is the most entries seg's index can hold: one per batch,
 // and every batch takes at least a header's bytes and one offset.
 func maxIndexEntries(seg RemoteSegment) int64 {
-	return min(seg.Size/api.BatchHeaderSize, seg.Next-seg.Base)
+	return min(seg.Size/recordbatch.HeaderSize, seg.Next-seg.Base)
 }
 
 // checkRecord checks that a record describes a segment a reader can use,
@@ -41,7 +42,7 @@ func checkRecord(seg RemoteSegment) error {
 	switch {
 	case seg.Base < 0 || seg.Next <= seg.Base:
 		return corruptf("record %s: offsets [%d, %d) are not a range", seg.Key, seg.Base, seg.Next)
-	case seg.Size < api.BatchHeaderSize:
+	case seg.Size < recordbatch.HeaderSize:
 		return corruptf("record %s: a log object of %d bytes holds no batch", seg.Key, seg.Size)
 	case seg.IndexSize < remoteIndexEntry || seg.IndexSize%remoteIndexEntry != 0:
 		return corruptf("record %s: an index of %d bytes is not whole entries", seg.Key, seg.IndexSize)
@@ -73,11 +74,11 @@ func decodeIndex(b []byte, seg RemoteSegment) ([]indexEntry, error) {
 			return nil, corruptf("%s starts at offset %d position %d, its segment at offset %d position 0", seg.IndexKey(), e.offset, e.pos, seg.Base)
 		case e.offset >= seg.Next:
 			return nil, corruptf("%s entry %d: offset %d is past the segment's end %d", seg.IndexKey(), i, e.offset, seg.Next)
-		case e.pos < 0 || e.pos > seg.Size-api.BatchHeaderSize:
+		case e.pos < 0 || e.pos > seg.Size-recordbatch.HeaderSize:
 			return nil, corruptf("%s entry %d: position %d is outside a log object of %d bytes", seg.IndexKey(), i, e.pos, seg.Size)
 		case i > 0 && e.offset <= out[i-1].offset:
 			return nil, corruptf("%s entry %d: offset %d does not follow %d", seg.IndexKey(), i, e.offset, out[i-1].offset)
-		case i > 0 && e.pos-out[i-1].pos < api.BatchHeaderSize:
+		case i > 0 && e.pos-out[i-1].pos < recordbatch.HeaderSize:
 			return nil, corruptf("%s entry %d: position %d leaves the batch at %d shorter than a header", seg.IndexKey(), i, e.pos, out[i-1].pos)
 		}
 		out[i] = e
@@ -102,10 +103,10 @@ func verifyRange(seg RemoteSegment, ps Pieces, start int64, idx []indexEntry, fo
 		if k+1 < len(idx) {
 			hi, next = idx[k+1].pos-start, idx[k+1].offset
 		}
-		if lo < 0 || hi > size || hi-lo < api.BatchHeaderSize {
+		if lo < 0 || hi > size || hi-lo < recordbatch.HeaderSize {
 			return k, corruptf("%s: the batch at position %d is %d bytes, shorter than a batch header", seg.LogKey(), e.pos, max(hi-lo, 0))
 		}
-		h, err := api.VerifyBatch(ps.contiguous(lo, hi))
+		h, err := recordbatch.Verify(ps.contiguous(lo, hi))
 		switch {
 		case err != nil:
 			return k, corruptf("%s: the batch at position %d (offset %d), %d bytes by its index: %v", seg.LogKey(), e.pos, e.offset, hi-lo, err)

@@ -260,7 +260,7 @@ func TestS3Classify(t *testing.T) {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(status)
 			if r.Method != http.MethodHead {
-				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, code)
+				_, _ = fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, code)
 			}
 		}
 		switch mode {
@@ -288,7 +288,7 @@ func TestS3Classify(t *testing.T) {
 			}
 			w.Header().Set("Content-Length", "1000")
 			w.WriteHeader(http.StatusOK)
-			w.Write(make([]byte, 10))
+			_, _ = w.Write(make([]byte, 10))
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler) // drop the connection mid-body
 		}

@@ -8,13 +8,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Uploader copies one partition's closed segments to the object store. It
@@ -66,7 +66,7 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	entries, startPos, maxTS, err := scanSegment(f, size, start)
 	if err != nil {
 		return nil, err
@@ -159,13 +159,13 @@ func (u *Uploader) now() time.Time {
 // starts at offset start: one index entry per batch (positions relative to
 // that batch), the byte position where it starts, and the largest timestamp.
 func scanSegment(f commitlog.File, size, start int64) (entries []indexEntry, startPos int64, maxTS int64, err error) {
-	var hbuf [api.BatchHeaderSize]byte
+	var hbuf [recordbatch.HeaderSize]byte
 	startPos, maxTS = -1, -1
 	for pos := int64(0); pos < size; {
 		if _, err := f.ReadAt(hbuf[:], pos); err != nil {
 			return nil, 0, 0, fmt.Errorf("%w: reading batch header at %d: %v", api.ErrStorage, pos, err)
 		}
-		h, err := api.ParseBatchHeader(hbuf[:])
+		h, err := recordbatch.ParseHeader(hbuf[:])
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -187,7 +187,7 @@ func scanSegment(f commitlog.File, size, start int64) (entries []indexEntry, sta
 // hashSection returns the SHA-256 (kept in the record) and the CRC-64/NVME
 // (compared with the store's) of a section of a segment file.
 func hashSection(f commitlog.File, off, n int64) (string, uint64, error) {
-	var h hash.Hash = sha256.New()
+	h := sha256.New()
 	c := NewCRC64NVME()
 	if _, err := io.Copy(io.MultiWriter(h, c), commitlog.SectionReader(f, off, n)); err != nil {
 		return "", 0, fmt.Errorf("%w: hashing segment: %v", api.ErrStorage, err)

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // memMeta is an in-memory Metadata for unit tests of the uploader.
@@ -57,11 +57,11 @@ func testLog(t *testing.T, n int) *commitlog.Log {
 	}
 	t.Cleanup(func() { l.Close() })
 	for i := 0; i < n; i++ {
-		recs := make([]api.Record, 10)
+		recs := make([]recordbatch.Record, 10)
 		for j := range recs {
-			recs[j] = api.Record{Timestamp: 1000, Value: []byte(fmt.Sprintf("v-%d", i*10+j))}
+			recs[j] = recordbatch.Record{Timestamp: 1000, Value: []byte(fmt.Sprintf("v-%d", i*10+j))}
 		}
-		b, err := api.EncodeBatch(nil, recs, api.BatchOptions{})
+		b, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +129,8 @@ func TestUploadThenColdRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			var offsets []int64
-			if _, err := api.ScanBatches(data, true, func(h api.BatchHeader, b []byte) error {
-				_, rs, err := api.DecodeBatch(b)
+			if _, err := recordbatch.Scan(data, true, func(h recordbatch.Header, b []byte) error {
+				_, rs, err := recordbatch.Decode(b)
 				for _, r := range rs {
 					if string(r.Value) != fmt.Sprintf("v-%d", r.Offset) {
 						return fmt.Errorf("offset %d holds %s", r.Offset, r.Value)

@@ -54,7 +54,7 @@ func TestCrossOriginPage(t *testing.T) {
 			gw, _ := json.Marshal(gwURL)
 			tok, _ := json.Marshal(crossOriginToken)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			fmt.Fprintf(w, crossOriginPage, gw, tok)
+			_, _ = fmt.Fprintf(w, crossOriginPage, gw, tok)
 		}))
 		t.Cleanup(s.Close)
 		return s

@@ -35,7 +35,7 @@ func runCLI(t *testing.T, run func(context.Context, []string) error, stdin strin
 	defer func() { os.Stdin, os.Stdout = oldIn, oldOut }()
 	go func() {
 		_, _ = io.WriteString(inW, stdin)
-		inW.Close()
+		_ = inW.Close() // the command reads to the end either way
 	}()
 	out := make(chan string)
 	go func() {
@@ -45,10 +45,10 @@ func runCLI(t *testing.T, run func(context.Context, []string) error, stdin strin
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = run(ctx, args)
-	outW.Close()
+	_ = outW.Close() // ends the reader above
 	s := <-out
-	inR.Close()
-	outR.Close()
+	_ = inR.Close()
+	_ = outR.Close()
 	return s, err
 }
 

@@ -23,6 +23,11 @@ type clientIO struct {
 // stdIO is the process's standard streams, as they are at the call.
 func stdIO() clientIO { return clientIO{in: os.Stdin, out: os.Stdout, errOut: os.Stderr} }
 
+// diagf writes a diagnostic (usage, a command's error) to the error stream.
+// A failed write there is dropped: the error stream is where it would be
+// reported.
+func (c clientIO) diagf(format string, args ...any) { _, _ = fmt.Fprintf(c.errOut, format, args...) }
+
 // usageError is a command line that cannot run (exit status 2).
 type usageError struct{ msg string }
 
@@ -40,12 +45,11 @@ func newFlags(cio clientIO, name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(cio.errOut)
 	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "usage: sluice %s\n\n%s\n", synopsis, strings.TrimSpace(about))
+		cio.diagf("usage: sluice %s\n\n%s\n", synopsis, strings.TrimSpace(about))
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		if n > 0 {
-			fmt.Fprintf(w, "\nflags:\n")
+			cio.diagf("\nflags:\n")
 			fs.PrintDefaults()
 		}
 	}
@@ -104,11 +108,11 @@ type subcommand struct {
 // --help, it prints the verbs.
 func dispatch(ctx context.Context, cio clientIO, command string, subs []subcommand, args []string) error {
 	list := func() {
-		fmt.Fprintf(cio.errOut, "usage: sluice %s <verb> [flags]\n\nverbs:\n", command)
+		cio.diagf("usage: sluice %s <verb> [flags]\n\nverbs:\n", command)
 		for _, s := range subs {
-			fmt.Fprintf(cio.errOut, "  %-13s %s\n", s.name, s.summary)
+			cio.diagf("  %-13s %s\n", s.name, s.summary)
 		}
-		fmt.Fprintf(cio.errOut, "\nRun 'sluice %s <verb> --help' for a verb's flags.\n", command)
+		cio.diagf("\nRun 'sluice %s <verb> --help' for a verb's flags.\n", command)
 	}
 	if len(args) == 0 {
 		list()

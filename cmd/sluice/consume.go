@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const consumeSynopsis = "consume TOPIC [-p 0,2] [-o beginning|end|N|-N|+N|@TIME] [-n COUNT] [-e] [-g GROUP] [-f FORMAT|json] [--url URL]"
@@ -60,7 +61,7 @@ type consumeOptions struct {
 	format     *recordFormat
 }
 
-func consumeCmd(ctx context.Context, cio clientIO, args []string) error {
+func consumeCmd(ctx context.Context, cio clientIO, args []string) (err error) {
 	fs := newFlags(cio, "consume", consumeSynopsis, consumeAbout)
 	base := gatewayFlag(fs)
 	var parts, start, format, output string
@@ -123,7 +124,11 @@ func consumeCmd(ctx context.Context, cio clientIO, args []string) error {
 	}
 	defer cl.Close()
 	w := bufio.NewWriter(cio.out)
-	defer w.Flush()
+	defer func() {
+		if ferr := w.Flush(); err == nil {
+			err = ferr // what is printed is the command's output
+		}
+	}()
 	p := &printer{w: w, format: o.format, limit: o.limit}
 	if o.group != "" {
 		return consumeGroup(ctx, cl, p, o)
@@ -188,7 +193,7 @@ func (r *partitionReader) done() bool { return r.end >= 0 && r.next >= r.end }
 // read fetches the records after the last read (raw batches, so keys,
 // values and headers come byte for byte), waiting up to wait when there are
 // none yet, and steps past them.
-func (r *partitionReader) read(ctx context.Context, cl *client.Client, wait time.Duration) ([]api.Record, error) {
+func (r *partitionReader) read(ctx context.Context, cl *client.Client, wait time.Duration) ([]recordbatch.Record, error) {
 	b, err := cl.FetchBatches(ctx, r.topic, r.partition, client.At(r.next), client.FetchOptions{MaxWait: wait})
 	if err != nil {
 		return nil, err
@@ -272,7 +277,7 @@ func readToEnd(ctx context.Context, cl *client.Client, p *printer, readers []*pa
 // chunk is what one fetch of a reader goroutine found.
 type chunk struct {
 	r    *partitionReader
-	recs []api.Record
+	recs []recordbatch.Record
 	err  error
 }
 

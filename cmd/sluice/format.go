@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Record formats: how `sluice consume` prints a record and `sluice produce`
@@ -35,7 +36,7 @@ type shownRecord struct {
 	Timestamp int64 // -1 when unknown
 	Key       []byte
 	Value     []byte
-	Headers   []api.Header
+	Headers   []recordbatch.RecordHeader
 }
 
 // fmtPiece is one step of a template: literal bytes, or a field (verb != 0).
@@ -195,7 +196,7 @@ func jsonRecord(r *shownRecord) api.GroupRecord {
 }
 
 // shownFromLog is a record decoded from the log.
-func shownFromLog(topic string, partition int32, r *api.Record) shownRecord {
+func shownFromLog(topic string, partition int32, r *recordbatch.Record) shownRecord {
 	return shownRecord{Topic: topic, Partition: partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: r.Headers}
 }
 
@@ -227,7 +228,7 @@ func shownFromGroup(r *api.GroupRecord) (shownRecord, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			s.Headers = append(s.Headers, api.Header{Key: k, Value: []byte(r.Headers[k])})
+			s.Headers = append(s.Headers, recordbatch.RecordHeader{Key: k, Value: []byte(r.Headers[k])})
 		}
 	}
 	return s, nil

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 func TestRecordFormat(t *testing.T) {
 	full := shownRecord{Topic: "orders", Partition: 2, Offset: 41, Timestamp: 1767225600000, Key: []byte("k"), Value: []byte("v"),
-		Headers: []api.Header{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}}
+		Headers: []recordbatch.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}}
 	null := shownRecord{Topic: "orders", Offset: 7, Timestamp: -1}
 	binary := shownRecord{Topic: "t", Key: []byte{0xff}, Value: []byte{0x00, 0xfe}}
 	for _, tc := range []struct {

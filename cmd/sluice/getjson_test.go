@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // getJSON GETs url and decodes its JSON answer into out.
@@ -15,7 +15,7 @@ func getJSON(url string, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return api.ReadError(resp)
+		return apihttp.ReadError(resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }

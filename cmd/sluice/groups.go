@@ -174,7 +174,9 @@ func printGroupList(w io.Writer, gs []api.GroupSummary) error {
 // printGroup renders a group as kafka-consumer-groups --describe does: a
 // row per partition with its owner, then the members.
 func printGroup(w io.Writer, d api.GroupDescription) error {
-	fmt.Fprintf(w, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, d.Assignor, len(d.Members))
+	if _, err := fmt.Fprintf(w, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, d.Assignor, len(d.Members)); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tHIGH-WATERMARK\tLAG\tLAG-TIME\tOWNER")
 	for _, p := range d.Partitions {
@@ -190,7 +192,9 @@ func printGroup(w io.Writer, d api.GroupDescription) error {
 	if len(d.Members) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w)
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tINSTANCE\tKIND\tEPOCH\tPARTITIONS")
 	for _, m := range d.Members {

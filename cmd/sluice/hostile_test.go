@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // The hostile-input suite against the real binary: one `sluice dev`
@@ -134,8 +135,7 @@ func (h *hostileProc) attack(t *testing.T, name string, f func(t *testing.T)) {
 				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid)); err == nil {
 					if i := bytes.Index(b, []byte("VmRSS:")); i >= 0 {
 						var kb int64
-						fmt.Sscanf(string(b[i+6:]), "%d", &kb)
-						if kb<<10 > peakRSS.Load() {
+						if _, err := fmt.Sscanf(string(b[i+6:]), "%d", &kb); err == nil && kb<<10 > peakRSS.Load() {
 							peakRSS.Store(kb << 10)
 						}
 					}
@@ -670,7 +670,7 @@ func attackForgedBatch(t *testing.T, base string) {
 	if leader == "" {
 		t.Fatalf("no address for leader %d in %+v", tp.Partitions[0].Leader, ci.Brokers)
 	}
-	batch, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"a"`)}, {Value: []byte(`"b"`)}, {Value: []byte(`"c"`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // rotSegment is one remote segment of topic "rot" in sluice dev's
@@ -147,7 +148,7 @@ func attackCorruptObjects(t *testing.T, base string, segs []rotSegment) {
 	}
 	badOffset, badPos := int64(binary.BigEndian.Uint64(logIdx[16:])), int64(binary.BigEndian.Uint64(logIdx[24:]))
 	flipped := bytes.Clone(orig[flipLog.logPath])
-	flipped[badPos+api.BatchHeaderSize+2] ^= 0x20
+	flipped[badPos+recordbatch.HeaderSize+2] ^= 0x20
 	writeObject(t, flipLog.logPath, flipped)
 
 	leader := rotLeader(t, base)
@@ -264,7 +265,7 @@ func streamToCorruption(t *testing.T, base, format string, from, bad int64) {
 			break
 		}
 		if typ == websocket.MessageBinary {
-			_, serr := api.ScanBatches(b, true, func(h api.BatchHeader, _ []byte) error {
+			_, serr := recordbatch.Scan(b, true, func(h recordbatch.Header, _ []byte) error {
 				if h.BaseOffset != next {
 					return fmt.Errorf("batch at %d, want %d", h.BaseOffset, next)
 				}

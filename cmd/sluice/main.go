@@ -45,11 +45,11 @@ func commands() []command {
 }
 
 func usage(cio clientIO) {
-	fmt.Fprintf(cio.errOut, "usage: sluice <command> [flags]\n\ncommands:\n")
+	cio.diagf("usage: sluice <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(cio.errOut, "  %-9s %s\n", c.name, c.summary)
+		cio.diagf("  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(cio.errOut, "\nRun 'sluice <command> --help' for a command's flags.\n")
+	cio.diagf("\nRun 'sluice <command> --help' for a command's flags.\n")
 }
 
 func main() {
@@ -85,7 +85,7 @@ func runMain(ctx context.Context, cio clientIO, args []string) int {
 		}
 		return exitStatus(cio, name, err)
 	}
-	fmt.Fprintf(cio.errOut, "sluice: unknown command %q\n\n", name)
+	cio.diagf("sluice: unknown command %q\n\n", name)
 	usage(cio)
 	return 2
 }
@@ -104,10 +104,10 @@ func exitStatus(cio clientIO, name string, err error) int {
 	case errors.Is(err, errFlagsReported):
 		return 2
 	case errors.As(err, &ue):
-		fmt.Fprintf(cio.errOut, "sluice %s: %v\n", name, err)
+		cio.diagf("sluice %s: %v\n", name, err)
 		return 2
 	}
-	fmt.Fprintf(cio.errOut, "sluice %s: %v\n", name, err)
+	cio.diagf("sluice %s: %v\n", name, err)
 	return 1
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 const produceSynopsis = "produce TOPIC [-k KEY | -K SEP] [-H key=value ...] [-p N] [-f FORMAT|json] [--timestamp TIME] [--acks all|1|0] [--url URL] [VALUE ...]"
@@ -54,7 +55,7 @@ type produceOptions struct {
 	format    *recordFormat // nil: print nothing
 }
 
-func produceCmd(ctx context.Context, cio clientIO, args []string) error {
+func produceCmd(ctx context.Context, cio clientIO, args []string) (err error) {
 	fs := newFlags(cio, "produce", produceSynopsis, produceAbout)
 	base := gatewayFlag(fs)
 	var key, partition, format, output, ts, acks string
@@ -126,7 +127,11 @@ func produceCmd(ctx context.Context, cio clientIO, args []string) error {
 	}
 	defer cl.Close()
 	s := &sender{cl: cl, o: o, w: bufio.NewWriter(cio.out)}
-	defer s.w.Flush()
+	defer func() {
+		if ferr := s.w.Flush(); err == nil {
+			err = ferr // what is printed is the command's output
+		}
+	}()
 	if o.acks != client.AcksNone {
 		if s.producer, err = cl.NewProducer(ctx); err != nil {
 			return err
@@ -228,7 +233,7 @@ func (s *sender) send(ctx context.Context, lines []string) error {
 			shown[i].Timestamp = r.Timestamp.UnixMilli()
 		}
 		for _, k := range sortedKeys(r.Headers) {
-			shown[i].Headers = append(shown[i].Headers, api.Header{Key: k, Value: []byte(r.Headers[k])})
+			shown[i].Headers = append(shown[i].Headers, recordbatch.RecordHeader{Key: k, Value: []byte(r.Headers[k])})
 		}
 	}
 	opts := client.ProduceOptions{Acks: s.o.acks, Partition: s.o.partition}

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 var listeningLine = regexp.MustCompile(`listening on (?:http://)?(127\.0\.0\.1:\d+)`)
@@ -118,7 +119,7 @@ func TestSecuredClusterProcesses(t *testing.T) {
 		return err == nil
 	})
 
-	batch, err := api.EncodeBatch(nil, []api.Record{{Value: []byte(`"direct"`)}}, api.BatchOptions{})
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte(`"direct"`)}}, recordbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

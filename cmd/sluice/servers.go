@@ -154,13 +154,13 @@ func runBroker(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
 	}
-	defer c.Close()
+	defer closeLogged(logger, "the ZooKeeper session", c)
 	bucket, err := s3.open(ctx)
 	if err != nil {
 		return err
 	}
 	if bucket != nil {
-		defer bucket.Close()
+		defer closeLogged(logger, "the object store", bucket)
 		logger.Info("tiered storage", "bucket", bucket)
 	}
 	b, err := broker.New(broker.Options{
@@ -178,7 +178,7 @@ func runBroker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer closeLogged(logger, "the broker", b)
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = b.Start(startCtx)
 	cancel()
@@ -240,7 +240,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("ZooKeeper %s: %w", *zk.connect, err)
 	}
-	defer c.Close()
+	defer closeLogged(logger, "the ZooKeeper session", c)
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	gw.Start()
-	defer gw.Close()
+	defer closeLogged(logger, "the gateway", gw)
 	scheme := "http"
 	if tlsOpts != nil {
 		scheme = "https"

@@ -113,7 +113,7 @@ func twoGatewayCluster(t *testing.T) (*embedtest.Cluster, []string) {
 		t.Fatal(err)
 	}
 	gw2.Start()
-	t.Cleanup(func() { gw2.Close(); sess.Close() })
+	t.Cleanup(func() { _ = gw2.Close(); _ = sess.Close() })
 	urls := []string{c.URL, "http://" + gw2.Addr()}
 	embedtest.WaitReady(t, urls[1], 10*time.Second)
 	return c, urls

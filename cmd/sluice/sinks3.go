@@ -41,7 +41,7 @@ func runSinkS3(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer bkt.Close()
+	defer closeLogged(slog.Default(), "the S3 bucket", bkt)
 	// Fencing rests on conditional puts: refuse a store that ignores them.
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = sink.ProbeConditionalWrites(pctx, bkt, *prefix)
@@ -108,7 +108,7 @@ func runArchive(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer bkt.Close()
+	defer closeLogged(slog.Default(), "the S3 bucket", bkt)
 	cl, err := newClient(*base)
 	if err != nil {
 		return err

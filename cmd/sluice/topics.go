@@ -115,8 +115,9 @@ position its leader did not report.`)
 
 // printTopic renders a topic as a heading, its configs and a partition table.
 func printTopic(w io.Writer, t api.Topic) error {
-	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
-	fmt.Fprintf(w, "%s\n\n", configLine(t.Configs))
+	if _, err := fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n%s\n\n", t.Name, len(t.Partitions), t.ReplicationFactor, configLine(t.Configs)); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOUT-OF-SYNC\tLOG-START\tLOCAL-START\tREMOTE-END\tHIGH-WATERMARK\tLOG-END")
 	for _, p := range t.Partitions {

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // BatchID identifies a stored batch: two replicas agree on a batch when its
@@ -40,7 +40,7 @@ func ReadReplicaDir(dir string) (ReplicaLog, error) {
 	if err != nil {
 		return ReplicaLog{}, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // a scratch copy
 	name := filepath.Base(dir)
 	if err := copyDir(dir, filepath.Join(tmp, name)); err != nil {
 		return ReplicaLog{}, err
@@ -75,8 +75,8 @@ func openReplica(parent, name string) (ReplicaLog, error) {
 		if len(b) == 0 {
 			return rl, fmt.Errorf("read %s at %d: nothing below the log end %d", dir, next, rl.Offsets.LogEnd)
 		}
-		n, err := api.ScanBatches(b, true, func(h api.BatchHeader, batch []byte) error {
-			if _, _, err := api.DecodeBatch(batch); err != nil {
+		n, err := recordbatch.Scan(b, true, func(h recordbatch.Header, batch []byte) error {
+			if _, _, err := recordbatch.Decode(batch); err != nil {
 				return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 			}
 			rl.Batches = append(rl.Batches, BatchID{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Epoch: h.PartitionLeaderEpoch, CRC: h.CRC})
@@ -227,7 +227,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close() // the copy error is the one to report
 		return err
 	}
 	return out.Close()

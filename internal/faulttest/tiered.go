@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/tcpproxy"
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/recordbatch"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -278,11 +279,11 @@ func (c *Cluster) scrubRecord(ctx context.Context, r *ScrubReport, b tier.Bucket
 		return
 	}
 	next, pos, i := rec.Base, 0, 0
-	n, err := api.ScanBatches(logBytes, true, func(h api.BatchHeader, batch []byte) error {
+	n, err := recordbatch.Scan(logBytes, true, func(h recordbatch.Header, batch []byte) error {
 		if h.BaseOffset != next {
 			return fmt.Errorf("batch at offset %d where %d was due", h.BaseOffset, next)
 		}
-		if _, _, err := api.DecodeBatch(batch); err != nil {
+		if _, _, err := recordbatch.Decode(batch); err != nil {
 			return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 		}
 		if want := epochAt(rec.Epochs, h.BaseOffset); h.PartitionLeaderEpoch != want {

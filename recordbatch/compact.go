@@ -1,11 +1,13 @@
-package api
+package recordbatch
 
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/sluice-io/sluice/api"
 )
 
-// FilterBatch appends to dst the batch b rewritten with only the records keep
+// Filter appends to dst the batch b rewritten with only the records keep
 // accepts, as log compaction needs it: offsets never change. The new batch
 // keeps b's header — base offset, last offset delta (so it still covers b's
 // whole offset range and the next batch's offsets stay where they were),
@@ -14,25 +16,25 @@ import (
 // offset and timestamp deltas included. Only recordCount, batchLength, the
 // records section (re-compressed with b's codec) and the CRC are new.
 //
-// keep sees each record decoded as DecodeBatch decodes it; the record aliases
+// keep sees each record decoded as Decode decodes it; the record aliases
 // b (or its decompressed records) and must not be kept after keep returns.
 // When every record survives, b is appended unchanged; when none does, the
 // result is a batch of zero records and an empty records section (which
-// DecodeBatch reads, and Kafka writes to keep a producer's last sequence), and
+// Decode reads, and Kafka writes to keep a producer's last sequence), and
 // the caller may cut it off again at len(dst).
 //
-// Errors are DecodeBatch's (CORRUPT_RECORD), or INTERNAL when re-compressing
+// Errors are Decode's (CORRUPT_RECORD), or INTERNAL when re-compressing
 // fails; dst is then returned unchanged.
-func FilterBatch(dst, b []byte, keep func(r *Record) bool) (out []byte, kept int, err error) {
-	h, err := VerifyBatch(b)
+func Filter(dst, b []byte, keep func(r *Record) bool) (out []byte, kept int, err error) {
+	h, err := Verify(b)
 	if err != nil {
 		return dst, 0, err
 	}
-	data := b[BatchHeaderSize:]
+	data := b[HeaderSize:]
 	c := h.Compression()
-	if c != CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
+	if c != api.CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
 		if data, err = decompress(data, c); err != nil {
-			return dst, 0, Errorf(CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
+			return dst, 0, api.Errorf(api.CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
 		}
 	}
 	recs, err := decodeRecords(data, &h)
@@ -60,17 +62,17 @@ func FilterBatch(dst, b []byte, keep func(r *Record) bool) (out []byte, kept int
 	}
 
 	section := raw
-	if c != CompressionNone && len(raw) > 0 {
+	if c != api.CompressionNone && len(raw) > 0 {
 		if s.comp, err = compress(s.comp[:0], raw, c); err != nil {
-			return dst, 0, Errorf(CodeInternal, "compressing records with %v: %v", c, err)
+			return dst, 0, api.Errorf(api.CodeInternal, "compressing records with %v: %v", c, err)
 		}
 		section = s.comp
 	}
 	h.RecordCount = int32(kept)
 	h.BatchLength = int32(minBatchLength + len(section))
 	start := len(dst)
-	dst = slices.Grow(dst, BatchHeaderSize+len(section))
-	dst = dst[:start+BatchHeaderSize]
+	dst = slices.Grow(dst, HeaderSize+len(section))
+	dst = dst[:start+HeaderSize]
 	dst = append(dst, section...)
 	batch := dst[start:]
 	putBatchHeader(batch, &h)

@@ -1,4 +1,4 @@
-package api
+package recordbatch
 
 import (
 	"encoding/binary"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 // Each record in a batch's records section is:
@@ -27,16 +29,16 @@ import (
 // varint and varlong are zigzag-encoded base-128 varints, as encoding/binary's
 // PutVarint writes them; a varint must fit in an int32.
 
-// Header is one record header. Kafka header keys are strings and never null; a
+// RecordHeader is one record header. Kafka header keys are strings and never null; a
 // nil Value is a null value, distinct from an empty one.
-type Header struct {
+type RecordHeader struct {
 	Key   string
 	Value []byte
 }
 
 // Record is one record of a batch.
 type Record struct {
-	// Offset is the record's absolute offset. EncodeBatch ignores it: offsets in a
+	// Offset is the record's absolute offset. Encode ignores it: offsets in a
 	// batch are assigned in order and made absolute by the leader.
 	Offset int64
 	// Timestamp is in milliseconds since the Unix epoch.
@@ -46,13 +48,13 @@ type Record struct {
 	// Value is nil for a null value (a tombstone, on a compacted topic).
 	Value []byte
 	// Headers may be nil.
-	Headers []Header
+	Headers []RecordHeader
 }
 
-// BatchOptions are the producer-side settings EncodeBatch writes into a batch.
-type BatchOptions struct {
+// Options are the producer-side settings Encode writes into a batch.
+type Options struct {
 	// Compression is the codec for the records section; the default is none.
-	Compression Compression
+	Compression api.Compression
 	// ProducerID identifies an idempotent producer. Zero, the default, means no
 	// producer: the batch carries producerId, producerEpoch and baseSequence all
 	// -1 (NoProducerID), as Kafka's non-idempotent producers write them, and
@@ -102,7 +104,7 @@ func (s *encodeScratch) release() {
 	encodeScratchPool.Put(s)
 }
 
-// EncodeBatch appends one batch holding recs to dst and returns the extended
+// Encode appends one batch holding recs to dst and returns the extended
 // slice, growing dst at most once. The batch is what a Kafka producer sends:
 // baseOffset 0 with record i at offsetDelta i (the leader stamps the real base
 // offset on append, see SetBaseOffset), partitionLeaderEpoch -1, CreateTime
@@ -110,21 +112,21 @@ func (s *encodeScratch) release() {
 //
 // baseTimestamp is the first record's timestamp and maxTimestamp the largest; a
 // record whose Timestamp is 0 is given the current time in milliseconds. The
-// producer fields follow BatchOptions.ProducerID.
+// producer fields follow Options.ProducerID.
 //
 // Errors: INVALID_RECORD for an empty recs; INVALID_CONFIG for an unknown codec;
 // RECORD_TOO_LARGE when the records section would not fit a batch (2 GiB), or,
-// compressed, would decompress to more than MaxUncompressedBatchSize. On error
+// compressed, would decompress to more than MaxUncompressedSize. On error
 // dst is returned unchanged.
-func EncodeBatch(dst []byte, recs []Record, opt BatchOptions) ([]byte, error) {
+func Encode(dst []byte, recs []Record, opt Options) ([]byte, error) {
 	if len(recs) == 0 {
-		return dst, Errorf(CodeInvalidRecord, "a batch needs at least one record")
+		return dst, api.Errorf(api.CodeInvalidRecord, "a batch needs at least one record")
 	}
 	if !opt.Compression.Valid() {
-		return dst, Errorf(CodeInvalidConfig, "unknown compression codec %d", int8(opt.Compression))
+		return dst, api.Errorf(api.CodeInvalidConfig, "unknown compression codec %d", int8(opt.Compression))
 	}
 	if int64(len(recs)) > math.MaxInt32 {
-		return dst, Errorf(CodeRecordTooLarge, "%d records do not fit one batch", len(recs))
+		return dst, api.Errorf(api.CodeRecordTooLarge, "%d records do not fit one batch", len(recs))
 	}
 
 	// One pass for the timestamps and the exact size of the records section, so
@@ -150,11 +152,11 @@ func EncodeBatch(dst []byte, recs []Record, opt BatchOptions) ([]byte, error) {
 		body := recordBodySize(r, ts-baseTS, int32(i))
 		size += varintSize(int64(body)) + body
 		if size > maxRecordsSize {
-			return dst, Errorf(CodeRecordTooLarge, "records take more than the %d bytes a batch can hold", maxRecordsSize)
+			return dst, api.Errorf(api.CodeRecordTooLarge, "records take more than the %d bytes a batch can hold", maxRecordsSize)
 		}
 	}
 
-	h := BatchHeader{
+	h := Header{
 		PartitionLeaderEpoch: NoPartitionLeaderEpoch,
 		Magic:                MagicV2,
 		Attributes:           int16(opt.Compression),
@@ -171,24 +173,24 @@ func EncodeBatch(dst []byte, recs []Record, opt BatchOptions) ([]byte, error) {
 	}
 
 	start := len(dst)
-	if opt.Compression == CompressionNone {
-		dst = slices.Grow(dst, BatchHeaderSize+size)
-		dst = dst[:start+BatchHeaderSize]
+	if opt.Compression == api.CompressionNone {
+		dst = slices.Grow(dst, HeaderSize+size)
+		dst = dst[:start+HeaderSize]
 		dst = appendRecords(dst, recs, baseTS, now)
 	} else {
-		if size > MaxUncompressedBatchSize {
-			return dst, Errorf(CodeRecordTooLarge, "records take %d bytes, more than the %d a compressed batch may hold",
-				size, MaxUncompressedBatchSize)
+		if size > MaxUncompressedSize {
+			return dst, api.Errorf(api.CodeRecordTooLarge, "records take %d bytes, more than the %d a compressed batch may hold",
+				size, MaxUncompressedSize)
 		}
 		s := encodeScratchPool.Get().(*encodeScratch)
 		defer s.release()
 		s.raw = appendRecords(slices.Grow(s.raw[:0], size), recs, baseTS, now)
 		var err error
 		if s.comp, err = compress(s.comp[:0], s.raw, opt.Compression); err != nil {
-			return dst, Errorf(CodeInternal, "compressing records with %v: %v", opt.Compression, err)
+			return dst, api.Errorf(api.CodeInternal, "compressing records with %v: %v", opt.Compression, err)
 		}
-		dst = slices.Grow(dst, BatchHeaderSize+len(s.comp))
-		dst = dst[:start+BatchHeaderSize]
+		dst = slices.Grow(dst, HeaderSize+len(s.comp))
+		dst = dst[:start+HeaderSize]
 		dst = append(dst, s.comp...)
 	}
 
@@ -238,7 +240,7 @@ func recordBodySize(r *Record, tsDelta int64, offsetDelta int32) int {
 	return n
 }
 
-// DecodeBatch verifies b as one whole batch (see VerifyBatch), decompresses its
+// Decode verifies b as one whole batch (see Verify), decompresses its
 // records and decodes them, with absolute offsets (baseOffset + offsetDelta) and
 // absolute timestamps (baseTimestamp + timestampDelta, or maxTimestamp for every
 // record when the batch uses LogAppendTime).
@@ -249,23 +251,23 @@ func recordBodySize(r *Record, tsDelta int64, offsetDelta int32) int {
 // nil, empty ones as non-nil empty slices.
 //
 // Errors are CORRUPT_RECORD: bad header, size or CRC, unknown codec, a records
-// section that does not decompress or would exceed MaxUncompressedBatchSize, a
+// section that does not decompress or would exceed MaxUncompressedSize, a
 // record whose lengths overrun it, a record count that disagrees with the header,
 // or bytes left over after the last record. Every length is checked against the
 // bytes that remain before anything is allocated for it. The header is returned
 // whenever it parsed, so a caller can say which batch was damaged.
-func DecodeBatch(b []byte) (BatchHeader, []Record, error) {
-	h, err := VerifyBatch(b)
+func Decode(b []byte) (Header, []Record, error) {
+	h, err := Verify(b)
 	if err != nil {
 		return h, nil, err
 	}
-	data := b[BatchHeaderSize:]
+	data := b[HeaderSize:]
 	// An empty compressed section holds nothing to decompress: Kafka leaves such a
 	// batch behind when compaction removes every record but the batch must stay
 	// to keep producer state.
-	if c := h.Compression(); c != CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
+	if c := h.Compression(); c != api.CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
 		if data, err = decompress(data, c); err != nil {
-			return h, nil, Errorf(CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
+			return h, nil, api.Errorf(api.CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
 		}
 	}
 	recs, err := decodeRecords(data, &h)
@@ -282,13 +284,13 @@ const headerKeyCacheSize = 8
 
 // decodeRecords decodes the h.RecordCount records in data, which must be used
 // exactly.
-func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
+func decodeRecords(data []byte, h *Header) ([]Record, error) {
 	count := int(h.RecordCount)
 	// The count is untrusted: size the slice by what data can actually hold.
 	recs := make([]Record, 0, min(count, len(data)/minRecordSize))
 	// All headers of the batch share one backing array, so a batch costs one
 	// headers allocation (plus growth) instead of one per record.
-	var hdrs []Header
+	var hdrs []RecordHeader
 	// A header key is a string, so decoding one allocates; reuse the string when
 	// the key at the same position in the previous record was the same.
 	var keyCache [headerKeyCacheSize]string
@@ -322,7 +324,7 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 		if nh > 0 && hdrs == nil {
 			// Guess every record has as many headers as the first that has any,
 			// bounded by how many headers the remaining bytes could hold.
-			hdrs = make([]Header, 0, min(int(nh)*(count-i), (len(data)-rd.off)/minHeaderSize))
+			hdrs = make([]RecordHeader, 0, min(int(nh)*(count-i), (len(data)-rd.off)/minHeaderSize))
 		}
 		first := len(hdrs)
 		for j := 0; j < int(nh); j++ {
@@ -340,7 +342,7 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 			} else {
 				k = string(kb)
 			}
-			hdrs = append(hdrs, Header{Key: k, Value: hv})
+			hdrs = append(hdrs, RecordHeader{Key: k, Value: hv})
 		}
 		if rd.left() != 0 {
 			return nil, corruptRecord(h, i, "%d bytes left over inside the record", rd.left())
@@ -358,11 +360,11 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 		r.Key, r.Value = key, value
 		if nh > 0 {
 			// Provisional: hdrs may still move when it grows; fixed up below.
-			r.Headers = hdrs[first:len(hdrs)]
+			r.Headers = hdrs[first:]
 		}
 	}
 	if all.left() != 0 {
-		return nil, Errorf(CodeCorruptRecord, "batch at offset %d: %d bytes left over after its %d records",
+		return nil, api.Errorf(api.CodeCorruptRecord, "batch at offset %d: %d bytes left over after its %d records",
 			h.BaseOffset, all.left(), count)
 	}
 	// Point every record's headers into the final backing array. The capacity is
@@ -378,8 +380,8 @@ func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
 }
 
 // corruptRecord is the CORRUPT_RECORD error for record i of the batch h heads.
-func corruptRecord(h *BatchHeader, i int, format string, args ...any) *Error {
-	return Errorf(CodeCorruptRecord, "batch at offset %d, record %d: %s", h.BaseOffset, i, fmt.Sprintf(format, args...))
+func corruptRecord(h *Header, i int, format string, args ...any) *api.Error {
+	return api.Errorf(api.CodeCorruptRecord, "batch at offset %d, record %d: %s", h.BaseOffset, i, fmt.Sprintf(format, args...))
 }
 
 // fieldReader reads fields from b starting at off, advancing past each. The

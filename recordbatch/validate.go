@@ -1,45 +1,47 @@
-package api
+package recordbatch
 
 import (
 	"math"
 	"sync"
+
+	"github.com/sluice-io/sluice/api"
 )
 
-// BatchSource says who wrote a batch being appended, which decides how
-// strictly ValidateBatch reads it.
-type BatchSource int
+// Source says who wrote a batch being appended, which decides how
+// strictly Validate reads it.
+type Source int
 
 const (
-	// ProducedBatch is a producer's batch on its way into a leader's log: every
+	// Produced is a producer's batch on its way into a leader's log: every
 	// offset from 0 to lastOffsetDelta holds a record, in order, and the batch
 	// is neither transactional nor a control batch (this broker writes no
 	// transaction markers, so it accepts none from clients).
-	ProducedBatch BatchSource = iota
-	// ReplicatedBatch is a batch a follower copies from its leader's log, where
+	Produced Source = iota
+	// Replicated is a batch a follower copies from its leader's log, where
 	// log compaction may have removed records: it may hold fewer records than
 	// its offset range, down to none, as long as their offsets still go up
 	// inside that range.
-	ReplicatedBatch
+	Replicated
 )
 
-// validateBufs pools the buffers ValidateBatch decompresses into: it only
+// validateBufs pools the buffers Validate decompresses into: it only
 // looks at the records, so nothing keeps the memory after it returns.
 var validateBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// ValidateBatch checks that b is exactly one batch every reader can decode
+// Validate checks that b is exactly one batch every reader can decode
 // and trust, so that no batch a log accepts can stall its consumers later.
-// It runs VerifyBatch (header, size, CRC, codec), decompresses the records
-// section if need be (refusing output over MaxUncompressedBatchSize, into a
+// It runs Verify (header, size, CRC, codec), decompresses the records
+// section if need be (refusing output over MaxUncompressedSize, into a
 // pooled buffer), and walks every record without building it:
 //
 //   - the section holds exactly recordCount records and no bytes after them;
 //   - every record's length covers exactly its fields, and every key, value
 //     and header fits inside it (a header count is bounded by the bytes left);
-//   - offset deltas: a ProducedBatch has recordCount = lastOffsetDelta+1 and
-//     record i at delta i; a ReplicatedBatch has at most lastOffsetDelta+1
+//   - offset deltas: a Produced has recordCount = lastOffsetDelta+1 and
+//     record i at delta i; a Replicated has at most lastOffsetDelta+1
 //     records whose deltas strictly increase within [0, lastOffsetDelta];
 //   - timestamps (CreateTime batches): baseTimestamp + timestampDelta does
-//     not overflow; in a ProducedBatch every timestamp is non-negative and
+//     not overflow; in a Produced every timestamp is non-negative and
 //     maxTimestamp is the largest of them. A LogAppendTime batch's record
 //     timestamps are never read (maxTimestamp stands for all of them), so
 //     only its maxTimestamp must be non-negative.
@@ -48,20 +50,20 @@ var validateBufs = sync.Pool{New: func() any { return new([]byte) }}
 // and INVALID_RECORD for a well-formed one this log does not take (a control
 // or transactional batch from a producer, a negative timestamp). The header
 // is returned whenever it parsed.
-func ValidateBatch(b []byte, src BatchSource) (BatchHeader, error) {
-	h, err := VerifyBatch(b)
+func Validate(b []byte, src Source) (Header, error) {
+	h, err := Verify(b)
 	if err != nil {
 		return h, err
 	}
 	if err := checkBatchHeader(&h, src); err != nil {
 		return h, err
 	}
-	data := b[BatchHeaderSize:]
-	if c := h.Compression(); c != CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
+	data := b[HeaderSize:]
+	if c := h.Compression(); c != api.CompressionNone && !(len(data) == 0 && h.RecordCount == 0) {
 		bp := validateBufs.Get().(*[]byte)
 		defer putValidateBuf(bp)
 		if data, err = decompressInto(*bp, data, c); err != nil {
-			return h, Errorf(CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
+			return h, api.Errorf(api.CodeCorruptRecord, "batch at offset %d: decompressing %v records: %v", h.BaseOffset, c, err)
 		}
 		*bp = data
 	}
@@ -79,39 +81,39 @@ func putValidateBuf(bp *[]byte) {
 	validateBufs.Put(bp)
 }
 
-// checkBatchHeader is ValidateBatch's header-only part.
-func checkBatchHeader(h *BatchHeader, src BatchSource) error {
+// checkBatchHeader is Validate's header-only part.
+func checkBatchHeader(h *Header, src Source) error {
 	switch src {
-	case ProducedBatch:
+	case Produced:
 		if h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1 {
-			return Errorf(CodeCorruptRecord, "batch has %d records but last offset delta %d", h.RecordCount, h.LastOffsetDelta)
+			return api.Errorf(api.CodeCorruptRecord, "batch has %d records but last offset delta %d", h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.Control() || h.Transactional() {
-			return Errorf(CodeInvalidRecord, "batch at offset %d is a control or transactional batch; producers may send neither", h.BaseOffset)
+			return api.Errorf(api.CodeInvalidRecord, "batch at offset %d is a control or transactional batch; producers may send neither", h.BaseOffset)
 		}
-	case ReplicatedBatch:
+	case Replicated:
 		if int64(h.RecordCount) > int64(h.LastOffsetDelta)+1 {
-			return Errorf(CodeCorruptRecord, "batch has %d records but only %d offsets", h.RecordCount, int64(h.LastOffsetDelta)+1)
+			return api.Errorf(api.CodeCorruptRecord, "batch has %d records but only %d offsets", h.RecordCount, int64(h.LastOffsetDelta)+1)
 		}
 	default:
-		return Errorf(CodeInternal, "unknown batch source %d", src)
+		return api.Errorf(api.CodeInternal, "unknown batch source %d", src)
 	}
 	if h.LogAppendTime() && h.MaxTimestamp < 0 {
-		return Errorf(CodeInvalidRecord, "batch at offset %d: log-append time %d is negative", h.BaseOffset, h.MaxTimestamp)
+		return api.Errorf(api.CodeInvalidRecord, "batch at offset %d: log-append time %d is negative", h.BaseOffset, h.MaxTimestamp)
 	}
 	return nil
 }
 
 // validateRecords walks the h.RecordCount records in data, which must be used
-// exactly, and applies ValidateBatch's record rules. It parses fields as
-// decodeRecords does, so what it accepts DecodeBatch decodes.
-func validateRecords(data []byte, h *BatchHeader, src BatchSource) error {
+// exactly, and applies Validate's record rules. It parses fields as
+// decodeRecords does, so what it accepts Decode decodes.
+func validateRecords(data []byte, h *Header, src Source) error {
 	count := int(h.RecordCount)
 	if count > len(data)/minRecordSize {
-		return Errorf(CodeCorruptRecord, "batch at offset %d: %d records cannot fit in %d bytes", h.BaseOffset, count, len(data))
+		return api.Errorf(api.CodeCorruptRecord, "batch at offset %d: %d records cannot fit in %d bytes", h.BaseOffset, count, len(data))
 	}
 	createTime := !h.LogAppendTime()
-	produced := src == ProducedBatch
+	produced := src == Produced
 	maxTS := int64(math.MinInt64)
 	prevDelta := int32(-1)
 
@@ -166,16 +168,16 @@ func validateRecords(data []byte, h *BatchHeader, src BatchSource) error {
 				return corruptRecord(h, i, "timestamp %d + delta %d overflows", h.BaseTimestamp, tsDelta)
 			}
 			if produced && ts < 0 {
-				return Errorf(CodeInvalidRecord, "batch at offset %d, record %d: timestamp %d is negative", h.BaseOffset, i, ts)
+				return api.Errorf(api.CodeInvalidRecord, "batch at offset %d, record %d: timestamp %d is negative", h.BaseOffset, i, ts)
 			}
 			maxTS = max(maxTS, ts)
 		}
 	}
 	if all.left() != 0 {
-		return Errorf(CodeCorruptRecord, "batch at offset %d: %d bytes left over after its %d records", h.BaseOffset, all.left(), count)
+		return api.Errorf(api.CodeCorruptRecord, "batch at offset %d: %d bytes left over after its %d records", h.BaseOffset, all.left(), count)
 	}
 	if produced && createTime && maxTS != h.MaxTimestamp {
-		return Errorf(CodeCorruptRecord, "batch at offset %d: max timestamp %d, but its records' largest is %d", h.BaseOffset, h.MaxTimestamp, maxTS)
+		return api.Errorf(api.CodeCorruptRecord, "batch at offset %d: max timestamp %d, but its records' largest is %d", h.BaseOffset, h.MaxTimestamp, maxTS)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package recordbatch
 
 import (
 	"bytes"
@@ -10,10 +10,12 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 // allCodecs is every codec, in attribute order.
-var allCodecs = []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd}
+var allCodecs = []api.Compression{api.CompressionNone, api.CompressionGzip, api.CompressionSnappy, api.CompressionLZ4, api.CompressionZstd}
 
 // testHeader holds the header fields sealBatch writes; the rest are derived.
 type testHeader struct {
@@ -24,7 +26,7 @@ type testHeader struct {
 
 // sealBatch builds a batch around a records section straight from the layout,
 // with encoding/binary and hash/crc32 rather than this package's own writer, so
-// tests can check EncodeBatch against it and hand DecodeBatch records it would
+// tests can check Encode against it and hand Decode records it would
 // never write.
 func sealBatch(h testHeader, records []byte) []byte {
 	b := make([]byte, 0, 61+len(records))
@@ -53,7 +55,7 @@ func plainHeader(n int32) testHeader {
 
 // rawRecord encodes one record field by field with encoding/binary's varints.
 // A nil key or value is written as null.
-func rawRecord(tsDelta int64, offsetDelta int64, key, value []byte, headers ...Header) []byte {
+func rawRecord(tsDelta int64, offsetDelta int64, key, value []byte, headers ...RecordHeader) []byte {
 	var body []byte
 	body = append(body, 0)
 	body = binary.AppendVarint(body, tsDelta)
@@ -76,11 +78,11 @@ func rawNullable(dst, b []byte) []byte {
 	return append(binary.AppendVarint(dst, int64(len(b))), b...)
 }
 
-func mustEncode(t testing.TB, recs []Record, opt BatchOptions) []byte {
+func mustEncode(t testing.TB, recs []Record, opt Options) []byte {
 	t.Helper()
-	b, err := EncodeBatch(nil, recs, opt)
+	b, err := Encode(nil, recs, opt)
 	if err != nil {
-		t.Fatalf("EncodeBatch: %v", err)
+		t.Fatalf("Encode: %v", err)
 	}
 	return b
 }
@@ -131,40 +133,40 @@ func sameBytes(what string, got, want []byte) error {
 	return nil
 }
 
-// TestEncodeBatchGolden checks EncodeBatch byte for byte against a batch built
-// from the layout by hand, and that DecodeBatch reads it back.
+// TestEncodeBatchGolden checks Encode byte for byte against a batch built
+// from the layout by hand, and that Decode reads it back.
 func TestEncodeBatchGolden(t *testing.T) {
 	const ts = 1_700_000_000_000
 	recs := []Record{
-		{Timestamp: ts, Key: []byte("k0"), Value: []byte("hello"), Headers: []Header{{Key: "h1", Value: []byte("v1")}}},
+		{Timestamp: ts, Key: []byte("k0"), Value: []byte("hello"), Headers: []RecordHeader{{Key: "h1", Value: []byte("v1")}}},
 		{Timestamp: ts + 5, Key: nil, Value: []byte{}},
-		{Timestamp: ts - 10, Key: []byte{}, Value: nil, Headers: []Header{{Key: "a", Value: nil}, {Key: "", Value: []byte{}}}},
+		{Timestamp: ts - 10, Key: []byte{}, Value: nil, Headers: []RecordHeader{{Key: "a", Value: nil}, {Key: "", Value: []byte{}}}},
 		{Timestamp: ts + 300, Key: []byte("k3"), Value: bytes.Repeat([]byte("x"), 200)}, // two-byte length varints
 	}
 	var records []byte
-	records = append(records, rawRecord(0, 0, []byte("k0"), []byte("hello"), Header{Key: "h1", Value: []byte("v1")})...)
+	records = append(records, rawRecord(0, 0, []byte("k0"), []byte("hello"), RecordHeader{Key: "h1", Value: []byte("v1")})...)
 	records = append(records, rawRecord(5, 1, nil, []byte{})...)
-	records = append(records, rawRecord(-10, 2, []byte{}, nil, Header{Key: "a"}, Header{Key: "", Value: []byte{}})...)
+	records = append(records, rawRecord(-10, 2, []byte{}, nil, RecordHeader{Key: "a"}, RecordHeader{Key: "", Value: []byte{}})...)
 	records = append(records, rawRecord(300, 3, []byte("k3"), bytes.Repeat([]byte("x"), 200))...)
 
 	tests := []struct {
 		name string
-		opt  BatchOptions
+		opt  Options
 		hdr  testHeader
 	}{
 		{
 			name: "no producer",
-			opt:  BatchOptions{},
+			opt:  Options{},
 			hdr:  testHeader{leaderEpoch: -1, lastOffsetDelta: 3, baseTimestamp: ts, maxTimestamp: ts + 300, producerID: -1, producerEpoch: -1, baseSequence: -1, count: 4},
 		},
 		{
 			name: "idempotent producer",
-			opt:  BatchOptions{ProducerID: 7, ProducerEpoch: 3, BaseSequence: 42},
+			opt:  Options{ProducerID: 7, ProducerEpoch: 3, BaseSequence: 42},
 			hdr:  testHeader{leaderEpoch: -1, lastOffsetDelta: 3, baseTimestamp: ts, maxTimestamp: ts + 300, producerID: 7, producerEpoch: 3, baseSequence: 42, count: 4},
 		},
 		{
 			name: "producer epoch and sequence ignored without an id",
-			opt:  BatchOptions{ProducerEpoch: 3, BaseSequence: 42},
+			opt:  Options{ProducerEpoch: 3, BaseSequence: 42},
 			hdr:  testHeader{leaderEpoch: -1, lastOffsetDelta: 3, baseTimestamp: ts, maxTimestamp: ts + 300, producerID: -1, producerEpoch: -1, baseSequence: -1, count: 4},
 		},
 	}
@@ -173,13 +175,13 @@ func TestEncodeBatchGolden(t *testing.T) {
 			want := sealBatch(tt.hdr, records)
 			got := mustEncode(t, recs, tt.opt)
 			if !bytes.Equal(got, want) {
-				t.Fatalf("EncodeBatch differs from the hand-built batch\n got %x\nwant %x", got, want)
+				t.Fatalf("Encode differs from the hand-built batch\n got %x\nwant %x", got, want)
 			}
-			h, dec, err := DecodeBatch(want)
+			h, dec, err := Decode(want)
 			if err != nil {
-				t.Fatalf("DecodeBatch: %v", err)
+				t.Fatalf("Decode: %v", err)
 			}
-			wantH := BatchHeader{
+			wantH := Header{
 				BatchLength: int32(len(want) - 12), PartitionLeaderEpoch: -1, Magic: 2,
 				CRC: binary.BigEndian.Uint32(want[17:]), LastOffsetDelta: 3, BaseTimestamp: ts, MaxTimestamp: ts + 300,
 				ProducerID: tt.hdr.producerID, ProducerEpoch: tt.hdr.producerEpoch, BaseSequence: tt.hdr.baseSequence, RecordCount: 4,
@@ -193,7 +195,7 @@ func TestEncodeBatchGolden(t *testing.T) {
 
 	t.Run("appends to dst", func(t *testing.T) {
 		prefix := []byte("prefix")
-		got, err := EncodeBatch(bytes.Clone(prefix), recs, BatchOptions{})
+		got, err := Encode(bytes.Clone(prefix), recs, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,12 +217,12 @@ func testRecords() map[string][]Record {
 		}
 		many[i] = Record{Timestamp: 1_700_000_000_000 + int64(rng.IntN(100_000)) - 50_000, Key: fmt.Appendf(nil, "key-%d", i%37), Value: v}
 		if i%3 == 0 {
-			many[i].Headers = []Header{{Key: "trace", Value: fmt.Appendf(nil, "%x", i)}, {Key: "type", Value: []byte("json")}}
+			many[i].Headers = []RecordHeader{{Key: "trace", Value: fmt.Appendf(nil, "%x", i)}, {Key: "type", Value: []byte("json")}}
 		}
 	}
-	manyHeaders := make([]Header, 20) // past the header key cache
+	manyHeaders := make([]RecordHeader, 20) // past the header key cache
 	for i := range manyHeaders {
-		manyHeaders[i] = Header{Key: fmt.Sprintf("h%d", i), Value: []byte{byte(i)}}
+		manyHeaders[i] = RecordHeader{Key: fmt.Sprintf("h%d", i), Value: []byte{byte(i)}}
 	}
 	return map[string][]Record{
 		"one record": {{Timestamp: 1, Key: []byte("k"), Value: []byte("v")}},
@@ -234,11 +236,11 @@ func testRecords() map[string][]Record {
 			{Timestamp: 1, Key: []byte{}, Value: nil},
 		},
 		"headers": {
-			{Timestamp: 10, Value: []byte("a"), Headers: []Header{{Key: "content-type", Value: []byte("text/plain")}, {Key: "null", Value: nil}, {Key: "", Value: []byte{}}}},
+			{Timestamp: 10, Value: []byte("a"), Headers: []RecordHeader{{Key: "content-type", Value: []byte("text/plain")}, {Key: "null", Value: nil}, {Key: "", Value: []byte{}}}},
 			{Timestamp: 10, Value: []byte("b")},
-			{Timestamp: 10, Value: []byte("c"), Headers: []Header{{Key: "content-type", Value: []byte("application/json")}, {Key: "other"}}},
+			{Timestamp: 10, Value: []byte("c"), Headers: []RecordHeader{{Key: "content-type", Value: []byte("application/json")}, {Key: "other"}}},
 			{Timestamp: 10, Value: []byte("d"), Headers: manyHeaders},
-			{Timestamp: 10, Value: []byte("e"), Headers: []Header{{Key: "dup", Value: []byte("1")}, {Key: "dup", Value: []byte("2")}}},
+			{Timestamp: 10, Value: []byte("e"), Headers: []RecordHeader{{Key: "dup", Value: []byte("1")}, {Key: "dup", Value: []byte("2")}}},
 		},
 		"many records": many,
 		"large value":  {{Timestamp: 5, Key: []byte("big"), Value: bytes.Repeat([]byte("0123456789abcdef"), 200_000)}},
@@ -255,10 +257,10 @@ func TestRoundTrip(t *testing.T) {
 	for name, recs := range testRecords() {
 		for _, c := range allCodecs {
 			t.Run(name+"/"+c.String(), func(t *testing.T) {
-				b := mustEncode(t, recs, BatchOptions{Compression: c})
-				h, got, err := DecodeBatch(b)
+				b := mustEncode(t, recs, Options{Compression: c})
+				h, got, err := Decode(b)
 				if err != nil {
-					t.Fatalf("DecodeBatch: %v", err)
+					t.Fatalf("Decode: %v", err)
 				}
 				if h.Compression() != c {
 					t.Errorf("codec %v, want %v", h.Compression(), c)
@@ -286,7 +288,7 @@ func TestRoundTrip(t *testing.T) {
 func TestEncodeBatchTimestampDefault(t *testing.T) {
 	before := time.Now().UnixMilli()
 	recs := []Record{{Value: []byte("a")}, {Timestamp: 5, Value: []byte("b")}, {Value: []byte("c")}}
-	_, got, err := DecodeBatch(mustEncode(t, recs, BatchOptions{}))
+	_, got, err := Decode(mustEncode(t, recs, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,25 +308,25 @@ func TestEncodeBatchErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		recs []Record
-		opt  BatchOptions
-		code Code
+		opt  Options
+		code api.Code
 	}{
-		{"no records", nil, BatchOptions{}, CodeInvalidRecord},
-		{"empty records", []Record{}, BatchOptions{Compression: CompressionZstd}, CodeInvalidRecord},
-		{"unknown codec", []Record{{Value: []byte("v")}}, BatchOptions{Compression: 5}, CodeInvalidConfig},
-		{"negative codec", []Record{{Value: []byte("v")}}, BatchOptions{Compression: -1}, CodeInvalidConfig},
+		{"no records", nil, Options{}, api.CodeInvalidRecord},
+		{"empty records", []Record{}, Options{Compression: api.CompressionZstd}, api.CodeInvalidRecord},
+		{"unknown codec", []Record{{Value: []byte("v")}}, Options{Compression: 5}, api.CodeInvalidConfig},
+		{"negative codec", []Record{{Value: []byte("v")}}, Options{Compression: -1}, api.CodeInvalidConfig},
 		{
 			"compressed over the decompression cap",
-			[]Record{{Value: make([]byte, MaxUncompressedBatchSize/2)}, {Value: make([]byte, MaxUncompressedBatchSize/2)}},
-			BatchOptions{Compression: CompressionLZ4},
-			CodeRecordTooLarge,
+			[]Record{{Value: make([]byte, MaxUncompressedSize/2)}, {Value: make([]byte, MaxUncompressedSize/2)}},
+			Options{Compression: api.CompressionLZ4},
+			api.CodeRecordTooLarge,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dst := []byte("keep")
-			got, err := EncodeBatch(dst, tt.recs, tt.opt)
-			var e *Error
+			got, err := Encode(dst, tt.recs, tt.opt)
+			var e *api.Error
 			if !errors.As(err, &e) || e.Code != tt.code {
 				t.Fatalf("err = %v, want code %s", err, tt.code)
 			}
@@ -340,7 +342,7 @@ func TestDecodeBatchLogAppendTime(t *testing.T) {
 	h := plainHeader(2)
 	h.attributes = AttrLogAppendTime
 	h.baseTimestamp, h.maxTimestamp = 100, 999
-	hdr, recs, err := DecodeBatch(sealBatch(h, records))
+	hdr, recs, err := Decode(sealBatch(h, records))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,9 +357,9 @@ func TestDecodeBatchLogAppendTime(t *testing.T) {
 }
 
 func TestDecodeBatchAliasing(t *testing.T) {
-	recs := []Record{{Key: []byte("key"), Value: []byte("value"), Headers: []Header{{Key: "h", Value: []byte("hv")}, {Key: "i", Value: []byte("iv")}}}, {Headers: []Header{{Key: "j"}}}}
-	b := mustEncode(t, recs, BatchOptions{})
-	_, got, err := DecodeBatch(b)
+	recs := []Record{{Key: []byte("key"), Value: []byte("value"), Headers: []RecordHeader{{Key: "h", Value: []byte("hv")}, {Key: "i", Value: []byte("iv")}}}, {Headers: []RecordHeader{{Key: "j"}}}}
+	b := mustEncode(t, recs, Options{})
+	_, got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,13 +371,13 @@ func TestDecodeBatchAliasing(t *testing.T) {
 	}
 	// But slices are clipped: appending to one field must not overwrite the next.
 	_ = append(got[0].Key, "XXXX"...)
-	_ = append(got[0].Headers, Header{Key: "clobber"})
+	_ = append(got[0].Headers, RecordHeader{Key: "clobber"})
 	if string(got[0].Value) != "Value" || got[1].Headers[0].Key != "j" {
 		t.Errorf("append through a decoded slice overwrote its neighbour")
 	}
 }
 
-// TestDecodeBatchCorruptRecords feeds DecodeBatch batches whose header and CRC are
+// TestDecodeBatchCorruptRecords feeds Decode batches whose header and CRC are
 // right but whose records section is not.
 func TestDecodeBatchCorruptRecords(t *testing.T) {
 	good := rawRecord(0, 0, []byte("k"), []byte("v"))
@@ -415,12 +417,12 @@ func TestDecodeBatchCorruptRecords(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := sealBatch(plainHeader(tt.count), tt.records)
-			if _, err := VerifyBatch(b); err != nil {
-				t.Fatalf("VerifyBatch should pass, the damage is inside the records: %v", err)
+			if _, err := Verify(b); err != nil {
+				t.Fatalf("Verify should pass, the damage is inside the records: %v", err)
 			}
-			_, recs, err := DecodeBatch(b)
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("DecodeBatch = %d records, err %v; want CORRUPT_RECORD", len(recs), err)
+			_, recs, err := Decode(b)
+			if !errors.Is(err, api.ErrCorruptRecord) {
+				t.Fatalf("Decode = %d records, err %v; want CORRUPT_RECORD", len(recs), err)
 			}
 		})
 	}
@@ -434,9 +436,9 @@ func TestDecodeBatchEmpty(t *testing.T) {
 			h := plainHeader(0)
 			h.lastOffsetDelta = 4
 			h.attributes = int16(c)
-			hdr, recs, err := DecodeBatch(sealBatch(h, nil))
+			hdr, recs, err := Decode(sealBatch(h, nil))
 			if err != nil || len(recs) != 0 {
-				t.Fatalf("DecodeBatch = %d records, %v; want none and no error", len(recs), err)
+				t.Fatalf("Decode = %d records, %v; want none and no error", len(recs), err)
 			}
 			if hdr.NextOffset() != 5 {
 				t.Errorf("NextOffset %d, want 5", hdr.NextOffset())
@@ -449,10 +451,10 @@ func TestDecodeBatchTruncated(t *testing.T) {
 	recs := testRecords()["headers"]
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
-			b := mustEncode(t, recs, BatchOptions{Compression: c})
+			b := mustEncode(t, recs, Options{Compression: c})
 			for n := range len(b) {
-				if _, _, err := DecodeBatch(b[:n]); !errors.Is(err, ErrCorruptRecord) {
-					t.Fatalf("DecodeBatch of the first %d of %d bytes: err %v, want CORRUPT_RECORD", n, len(b), err)
+				if _, _, err := Decode(b[:n]); !errors.Is(err, api.ErrCorruptRecord) {
+					t.Fatalf("Decode of the first %d of %d bytes: err %v, want CORRUPT_RECORD", n, len(b), err)
 				}
 			}
 		})
@@ -478,16 +480,16 @@ func TestVarint(t *testing.T) {
 	}
 }
 
-// FuzzDecodeBatch checks that no input makes DecodeBatch panic or allocate
-// without bound, that it agrees with VerifyBatch and ScanBatches, and that what
+// FuzzDecodeBatch checks that no input makes Decode panic or allocate
+// without bound, that it agrees with Verify and Scan, and that what
 // it accepts survives a re-encode.
 func FuzzDecodeBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecodeOne(t, data)
 		// A mutated input almost never keeps its CRC, so it would stop at
-		// VerifyBatch every time. Reseal a copy so the fuzzer also explores
+		// Verify every time. Reseal a copy so the fuzzer also explores
 		// decompression and record parsing.
-		if len(data) >= BatchHeaderSize {
+		if len(data) >= HeaderSize {
 			sealed := bytes.Clone(data)
 			binary.BigEndian.PutUint32(sealed[8:], uint32(len(sealed)-12))
 			binary.BigEndian.PutUint32(sealed[17:], crc32.Checksum(sealed[21:], castagnoli))
@@ -497,18 +499,18 @@ func FuzzDecodeBatch(f *testing.F) {
 }
 
 func fuzzDecodeOne(t *testing.T, data []byte) {
-	_, _ = ParseBatchHeader(data)
-	_, verr := VerifyBatch(data)
-	n, _ := ScanBatches(data, true, nil)
-	h, recs, err := DecodeBatch(data)
+	_, _ = ParseHeader(data)
+	_, verr := Verify(data)
+	n, _ := Scan(data, true, nil)
+	h, recs, err := Decode(data)
 	if err != nil {
-		if !errors.Is(err, ErrCorruptRecord) {
-			t.Fatalf("DecodeBatch error %v is not CORRUPT_RECORD", err)
+		if !errors.Is(err, api.ErrCorruptRecord) {
+			t.Fatalf("Decode error %v is not CORRUPT_RECORD", err)
 		}
 		return
 	}
 	if verr != nil || n != len(data) {
-		t.Fatalf("DecodeBatch accepted a batch VerifyBatch (%v) or ScanBatches (%d of %d bytes) did not", verr, n, len(data))
+		t.Fatalf("Decode accepted a batch Verify (%v) or Scan (%d of %d bytes) did not", verr, n, len(data))
 	}
 	if len(recs) != int(h.RecordCount) {
 		t.Fatalf("%d records, header says %d", len(recs), h.RecordCount)
@@ -516,11 +518,11 @@ func fuzzDecodeOne(t *testing.T, data []byte) {
 	if len(recs) == 0 {
 		return
 	}
-	again, err := EncodeBatch(nil, recs, BatchOptions{Compression: h.Compression()})
+	again, err := Encode(nil, recs, Options{Compression: h.Compression()})
 	if err != nil {
 		t.Fatalf("re-encoding decoded records: %v", err)
 	}
-	_, recs2, err := DecodeBatch(again)
+	_, recs2, err := Decode(again)
 	if err != nil {
 		t.Fatalf("decoding re-encoded records: %v", err)
 	}
@@ -549,7 +551,7 @@ func benchRecords() []Record {
 
 func BenchmarkEncodeBatch(b *testing.B) {
 	recs := benchRecords()
-	raw := mustEncode(b, recs, BatchOptions{})
+	raw := mustEncode(b, recs, Options{})
 	for _, c := range allCodecs {
 		b.Run(c.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(raw))) // uncompressed size, so codecs compare
@@ -557,7 +559,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 			var dst []byte
 			for b.Loop() {
 				var err error
-				if dst, err = EncodeBatch(dst[:0], recs, BatchOptions{Compression: c}); err != nil {
+				if dst, err = Encode(dst[:0], recs, Options{Compression: c}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -568,14 +570,14 @@ func BenchmarkEncodeBatch(b *testing.B) {
 
 func BenchmarkDecodeBatch(b *testing.B) {
 	recs := benchRecords()
-	raw := mustEncode(b, recs, BatchOptions{})
+	raw := mustEncode(b, recs, Options{})
 	for _, c := range allCodecs {
-		batch := mustEncode(b, recs, BatchOptions{Compression: c})
+		batch := mustEncode(b, recs, Options{Compression: c})
 		b.Run(c.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := DecodeBatch(batch); err != nil {
+				if _, _, err := Decode(batch); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,8 +1,10 @@
-package api
+package recordbatch
 
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 // A record batch is Kafka's RecordBatch v2 (magic 2), byte for byte, so that the
@@ -44,8 +46,8 @@ const (
 	offRecordCount     = 57
 )
 
-// BatchHeaderSize is the size of the fixed RecordBatch v2 header; records start here.
-const BatchHeaderSize = 61
+// HeaderSize is the size of the fixed RecordBatch v2 header; records start here.
+const HeaderSize = 61
 
 // MagicV2 is the only batch format version this package reads or writes.
 const MagicV2 = 2
@@ -56,7 +58,7 @@ const MagicV2 = 2
 const batchLengthOverhead = 12
 
 // minBatchLength is the batchLength of a batch with no record bytes at all.
-const minBatchLength = BatchHeaderSize - batchLengthOverhead
+const minBatchLength = HeaderSize - batchLengthOverhead
 
 // Bits of the attributes field.
 const (
@@ -85,8 +87,8 @@ const (
 // ARMv8 CRC instructions for this polynomial, so checksumming runs at memory speed.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// BatchHeader is the decoded fixed header of a record batch.
-type BatchHeader struct {
+// Header is the decoded fixed header of a record batch.
+type Header struct {
 	BaseOffset           int64
 	BatchLength          int32
 	PartitionLeaderEpoch int32
@@ -103,42 +105,42 @@ type BatchHeader struct {
 }
 
 // Size is the number of bytes the whole batch occupies, header included.
-func (h BatchHeader) Size() int { return batchLengthOverhead + int(h.BatchLength) }
+func (h Header) Size() int { return batchLengthOverhead + int(h.BatchLength) }
 
 // LastOffset is the offset of the batch's last record. It survives compaction:
 // a compacted batch may hold fewer records but keeps its LastOffsetDelta, so the
 // next batch's offsets stay where they were.
-func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+func (h Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
 
 // NextOffset is the offset the record after this batch gets.
-func (h BatchHeader) NextOffset() int64 { return h.LastOffset() + 1 }
+func (h Header) NextOffset() int64 { return h.LastOffset() + 1 }
 
 // Compression is the codec the records section is compressed with. It may be a
 // value outside the known codecs for a corrupt or foreign batch; see Compression.Valid.
-func (h BatchHeader) Compression() Compression {
-	return Compression(h.Attributes & AttrCompressionMask)
+func (h Header) Compression() api.Compression {
+	return api.Compression(h.Attributes & AttrCompressionMask)
 }
 
 // LogAppendTime reports whether timestamps were set by the broker on append.
-func (h BatchHeader) LogAppendTime() bool { return h.Attributes&AttrLogAppendTime != 0 }
+func (h Header) LogAppendTime() bool { return h.Attributes&AttrLogAppendTime != 0 }
 
 // Transactional reports whether the batch was written inside a transaction.
-func (h BatchHeader) Transactional() bool { return h.Attributes&AttrTransactional != 0 }
+func (h Header) Transactional() bool { return h.Attributes&AttrTransactional != 0 }
 
 // Control reports whether the batch holds control records.
-func (h BatchHeader) Control() bool { return h.Attributes&AttrControl != 0 }
+func (h Header) Control() bool { return h.Attributes&AttrControl != 0 }
 
-// ParseBatchHeader decodes the fixed header at the start of b, which must hold at
-// least BatchHeaderSize bytes (it may hold more, such as the rest of the batch and
+// ParseHeader decodes the fixed header at the start of b, which must hold at
+// least HeaderSize bytes (it may hold more, such as the rest of the batch and
 // the batches after it). It checks that the header is structurally sound — magic 2,
 // a batchLength that covers at least the header, non-negative recordCount and
 // lastOffsetDelta — but not that the batch is whole or that its CRC matches; see
-// VerifyBatch. Errors are CORRUPT_RECORD and return a zero header.
-func ParseBatchHeader(b []byte) (BatchHeader, error) {
-	if len(b) < BatchHeaderSize {
-		return BatchHeader{}, Errorf(CodeCorruptRecord, "batch header needs %d bytes, have %d", BatchHeaderSize, len(b))
+// Verify. Errors are CORRUPT_RECORD and return a zero header.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, api.Errorf(api.CodeCorruptRecord, "batch header needs %d bytes, have %d", HeaderSize, len(b))
 	}
-	h := BatchHeader{
+	h := Header{
 		BaseOffset:           int64(binary.BigEndian.Uint64(b[offBaseOffset:])),
 		BatchLength:          int32(binary.BigEndian.Uint32(b[offBatchLength:])),
 		PartitionLeaderEpoch: int32(binary.BigEndian.Uint32(b[offLeaderEpoch:])),
@@ -155,21 +157,21 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 	}
 	switch {
 	case h.Magic != MagicV2:
-		return BatchHeader{}, Errorf(CodeCorruptRecord, "batch magic is %d, only %d is supported", h.Magic, MagicV2)
+		return Header{}, api.Errorf(api.CodeCorruptRecord, "batch magic is %d, only %d is supported", h.Magic, MagicV2)
 	case h.BatchLength < minBatchLength:
-		return BatchHeader{}, Errorf(CodeCorruptRecord, "batch length %d is shorter than the %d-byte header", h.BatchLength, minBatchLength)
+		return Header{}, api.Errorf(api.CodeCorruptRecord, "batch length %d is shorter than the %d-byte header", h.BatchLength, minBatchLength)
 	case h.RecordCount < 0:
-		return BatchHeader{}, Errorf(CodeCorruptRecord, "batch record count %d is negative", h.RecordCount)
+		return Header{}, api.Errorf(api.CodeCorruptRecord, "batch record count %d is negative", h.RecordCount)
 	case h.LastOffsetDelta < 0:
-		return BatchHeader{}, Errorf(CodeCorruptRecord, "batch last offset delta %d is negative", h.LastOffsetDelta)
+		return Header{}, api.Errorf(api.CodeCorruptRecord, "batch last offset delta %d is negative", h.LastOffsetDelta)
 	}
 	return h, nil
 }
 
-// putBatchHeader writes h into the first BatchHeaderSize bytes of b, CRC included
+// putBatchHeader writes h into the first HeaderSize bytes of b, CRC included
 // as given; callers compute the CRC afterwards with batchCRC.
-func putBatchHeader(b []byte, h *BatchHeader) {
-	_ = b[BatchHeaderSize-1] // one bounds check for all the writes below
+func putBatchHeader(b []byte, h *Header) {
+	_ = b[HeaderSize-1] // one bounds check for all the writes below
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(h.BaseOffset))
 	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(h.BatchLength))
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
@@ -190,25 +192,25 @@ func batchCRC(b []byte) uint32 {
 	return crc32.Checksum(b[offAttributes:], castagnoli)
 }
 
-// VerifyBatch checks that b is exactly one whole, intact batch: its header
+// Verify checks that b is exactly one whole, intact batch: its header
 // parses, len(b) equals the size the header declares, the CRC-32C matches and the
-// codec is one this package knows. It does not look inside the records; DecodeBatch
+// codec is one this package knows. It does not look inside the records; Decode
 // does. Errors are CORRUPT_RECORD; the header is returned whenever it parsed, so a
 // caller can say which batch was damaged.
-func VerifyBatch(b []byte) (BatchHeader, error) {
-	h, err := ParseBatchHeader(b)
+func Verify(b []byte) (Header, error) {
+	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
 	}
 	if int64(len(b)) != batchLengthOverhead+int64(h.BatchLength) {
-		return h, Errorf(CodeCorruptRecord, "batch at offset %d declares %d bytes, have %d",
+		return h, api.Errorf(api.CodeCorruptRecord, "batch at offset %d declares %d bytes, have %d",
 			h.BaseOffset, batchLengthOverhead+int64(h.BatchLength), len(b))
 	}
 	if got := batchCRC(b); got != h.CRC {
-		return h, Errorf(CodeCorruptRecord, "batch at offset %d has CRC %#08x, its bytes give %#08x", h.BaseOffset, h.CRC, got)
+		return h, api.Errorf(api.CodeCorruptRecord, "batch at offset %d has CRC %#08x, its bytes give %#08x", h.BaseOffset, h.CRC, got)
 	}
 	if c := h.Compression(); !c.Valid() {
-		return h, Errorf(CodeCorruptRecord, "batch at offset %d uses unknown compression codec %d", h.BaseOffset, int8(c))
+		return h, api.Errorf(api.CodeCorruptRecord, "batch at offset %d uses unknown compression codec %d", h.BaseOffset, int8(c))
 	}
 	return h, nil
 }
@@ -226,22 +228,22 @@ func SetLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
 }
 
-// ScanBatches walks b, a run of concatenated batches, and returns how many bytes
+// Scan walks b, a run of concatenated batches, and returns how many bytes
 // at its start form whole, structurally valid batches. It stops, without an error,
 // at the first batch that is partial (a torn write at the tail of a log, a body cut
 // short) or whose header does not parse; with verify it also stops at the first
-// batch VerifyBatch would reject (a CRC mismatch or an unknown codec). A caller that needs every byte to be a batch —
+// batch Verify would reject (a CRC mismatch or an unknown codec). A caller that needs every byte to be a batch —
 // splitting a produce body — compares the result with len(b); one recovering a log
 // truncates to it.
 //
 // fn, if not nil, is called for each whole batch in order; batch is that batch's
 // bytes, with its capacity clipped so appending to it cannot overwrite the next
-// one. If fn returns an error, ScanBatches stops and returns that error with the
+// one. If fn returns an error, Scan stops and returns that error with the
 // number of bytes before the batch fn rejected.
-func ScanBatches(b []byte, verify bool, fn func(h BatchHeader, batch []byte) error) (int, error) {
+func Scan(b []byte, verify bool, fn func(h Header, batch []byte) error) (int, error) {
 	off := 0
-	for len(b)-off >= BatchHeaderSize {
-		h, err := ParseBatchHeader(b[off:])
+	for len(b)-off >= HeaderSize {
+		h, err := ParseHeader(b[off:])
 		if err != nil {
 			break
 		}

@@ -1,15 +1,17 @@
-package api
+package recordbatch
 
 import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 func TestFilterBatch(t *testing.T) {
 	recs := []Record{
 		{Timestamp: 1000, Key: []byte("a"), Value: []byte("a1")},
-		{Timestamp: 1001, Key: []byte("b"), Value: []byte("b1"), Headers: []Header{{Key: "h", Value: []byte("v")}}},
+		{Timestamp: 1001, Key: []byte("b"), Value: []byte("b1"), Headers: []RecordHeader{{Key: "h", Value: []byte("v")}}},
 		{Timestamp: 1002, Key: []byte("a"), Value: nil},
 		{Timestamp: 1003, Key: nil, Value: []byte("no key")},
 		{Timestamp: 1004, Key: []byte("c"), Value: []byte("c1")},
@@ -24,18 +26,18 @@ func TestFilterBatch(t *testing.T) {
 		{"none", func(*Record) bool { return false }, nil},
 		{"all", func(*Record) bool { return true }, []int64{100, 101, 102, 103, 104}},
 	}
-	for _, codec := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
-		orig, err := EncodeBatch(nil, recs, BatchOptions{Compression: codec, ProducerID: 7, ProducerEpoch: 2, BaseSequence: 40})
+	for _, codec := range []api.Compression{api.CompressionNone, api.CompressionGzip, api.CompressionSnappy, api.CompressionLZ4, api.CompressionZstd} {
+		orig, err := Encode(nil, recs, Options{Compression: codec, ProducerID: 7, ProducerEpoch: 2, BaseSequence: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
 		SetBaseOffset(orig, 100)
 		SetLeaderEpoch(orig, 3)
-		oh, _ := ParseBatchHeader(orig)
+		oh, _ := ParseHeader(orig)
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%v/%s", codec, tt.name), func(t *testing.T) {
 				prefix := []byte("prefix")
-				out, kept, err := FilterBatch(prefix, orig, tt.keep)
+				out, kept, err := Filter(prefix, orig, tt.keep)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -45,7 +47,7 @@ func TestFilterBatch(t *testing.T) {
 				if !bytes.Equal(out[:len(prefix)], prefix) {
 					t.Fatal("dst prefix changed")
 				}
-				h, got, err := DecodeBatch(out[len(prefix):])
+				h, got, err := Decode(out[len(prefix):])
 				if err != nil {
 					t.Fatalf("the filtered batch does not decode: %v", err)
 				}
@@ -73,14 +75,14 @@ func TestFilterBatch(t *testing.T) {
 }
 
 func TestFilterBatchCorrupt(t *testing.T) {
-	b, err := EncodeBatch(nil, []Record{{Key: []byte("k"), Value: []byte("v")}}, BatchOptions{})
+	b, err := Encode(nil, []Record{{Key: []byte("k"), Value: []byte("v")}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[len(b)-1] ^= 0xff
 	dst := []byte("x")
-	out, _, err := FilterBatch(dst, b, func(*Record) bool { return true })
+	out, _, err := Filter(dst, b, func(*Record) bool { return true })
 	if err == nil || !bytes.Equal(out, dst) {
-		t.Fatalf("FilterBatch of a corrupt batch = %q, %v; want dst unchanged and CORRUPT_RECORD", out, err)
+		t.Fatalf("Filter of a corrupt batch = %q, %v; want dst unchanged and CORRUPT_RECORD", out, err)
 	}
 }

@@ -1,15 +1,17 @@
-package api
+package recordbatch
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/sluice-io/sluice/api"
 )
 
 func TestParseBatchHeader(t *testing.T) {
 	valid := sealBatch(testHeader{
-		baseOffset: 1000, leaderEpoch: 7, attributes: AttrTransactional | int16(CompressionZstd), lastOffsetDelta: 9,
+		baseOffset: 1000, leaderEpoch: 7, attributes: AttrTransactional | int16(api.CompressionZstd), lastOffsetDelta: 9,
 		baseTimestamp: 11, maxTimestamp: 22, producerID: 33, producerEpoch: 44, baseSequence: 55, count: 10,
 	}, []byte("records"))
 	// with returns a copy of valid with put applied.
@@ -24,10 +26,10 @@ func TestParseBatchHeader(t *testing.T) {
 		wantErr bool
 	}{
 		{"valid", valid, false},
-		{"header only is enough", valid[:BatchHeaderSize], false},
+		{"header only is enough", valid[:HeaderSize], false},
 		{"trailing bytes are fine", append(bytes.Clone(valid), 1, 2, 3), false},
 		{"empty", nil, true},
-		{"one byte short", valid[:BatchHeaderSize-1], true},
+		{"one byte short", valid[:HeaderSize-1], true},
 		{"magic 1", with(func(b []byte) { b[16] = 1 }), true},
 		{"magic 3", with(func(b []byte) { b[16] = 3 }), true},
 		{"batch length shorter than the header", with(func(b []byte) { binary.BigEndian.PutUint32(b[8:], 48) }), true},
@@ -37,12 +39,12 @@ func TestParseBatchHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := ParseBatchHeader(tt.in)
+			h, err := ParseHeader(tt.in)
 			if tt.wantErr {
-				if !errors.Is(err, ErrCorruptRecord) {
+				if !errors.Is(err, api.ErrCorruptRecord) {
 					t.Fatalf("err = %v, want CORRUPT_RECORD", err)
 				}
-				if h != (BatchHeader{}) {
+				if h != (Header{}) {
 					t.Errorf("header %+v returned with an error, want zero", h)
 				}
 				return
@@ -50,7 +52,7 @@ func TestParseBatchHeader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := BatchHeader{
+			want := Header{
 				BaseOffset: 1000, BatchLength: 49 + 7, PartitionLeaderEpoch: 7, Magic: 2, CRC: binary.BigEndian.Uint32(valid[17:]),
 				Attributes: AttrTransactional | 4, LastOffsetDelta: 9, BaseTimestamp: 11, MaxTimestamp: 22,
 				ProducerID: 33, ProducerEpoch: 44, BaseSequence: 55, RecordCount: 10,
@@ -61,7 +63,7 @@ func TestParseBatchHeader(t *testing.T) {
 			if h.Size() != len(valid) || h.LastOffset() != 1009 || h.NextOffset() != 1010 {
 				t.Errorf("Size %d LastOffset %d NextOffset %d, want %d 1009 1010", h.Size(), h.LastOffset(), h.NextOffset(), len(valid))
 			}
-			if h.Compression() != CompressionZstd || !h.Transactional() || h.Control() || h.LogAppendTime() {
+			if h.Compression() != api.CompressionZstd || !h.Transactional() || h.Control() || h.LogAppendTime() {
 				t.Errorf("attribute helpers wrong for %#x", h.Attributes)
 			}
 		})
@@ -72,26 +74,26 @@ func TestVerifyBatchDetectsCorruption(t *testing.T) {
 	recs := testRecords()["headers"]
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
-			b := mustEncode(t, recs, BatchOptions{Compression: c})
-			if _, err := VerifyBatch(b); err != nil {
-				t.Fatalf("VerifyBatch of an intact batch: %v", err)
+			b := mustEncode(t, recs, Options{Compression: c})
+			if _, err := Verify(b); err != nil {
+				t.Fatalf("Verify of an intact batch: %v", err)
 			}
 			// Every byte from the CRC on is covered, by the CRC or by it being the CRC.
 			for i := offCRC; i < len(b); i++ {
 				for _, flip := range []byte{0x01, 0x80} {
 					b[i] ^= flip
-					_, verr := VerifyBatch(b)
-					_, _, derr := DecodeBatch(b)
+					_, verr := Verify(b)
+					_, _, derr := Decode(b)
 					b[i] ^= flip
-					if !errors.Is(verr, ErrCorruptRecord) || !errors.Is(derr, ErrCorruptRecord) {
-						t.Fatalf("flipping %#02x at byte %d: VerifyBatch %v, DecodeBatch %v; want CORRUPT_RECORD", flip, i, verr, derr)
+					if !errors.Is(verr, api.ErrCorruptRecord) || !errors.Is(derr, api.ErrCorruptRecord) {
+						t.Fatalf("flipping %#02x at byte %d: Verify %v, Decode %v; want CORRUPT_RECORD", flip, i, verr, derr)
 					}
 				}
 			}
 		})
 	}
 
-	b := mustEncode(t, recs, BatchOptions{})
+	b := mustEncode(t, recs, Options{})
 	tests := []struct {
 		name    string
 		at      int
@@ -106,16 +108,16 @@ func TestVerifyBatchDetectsCorruption(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := bytes.Clone(b)
 			d[tt.at] ^= 0x01
-			_, err := VerifyBatch(d)
+			_, err := Verify(d)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("VerifyBatch = %v, want error %v", err, tt.wantErr)
+				t.Fatalf("Verify = %v, want error %v", err, tt.wantErr)
 			}
 		})
 	}
 }
 
 func TestVerifyBatchSize(t *testing.T) {
-	b := mustEncode(t, []Record{{Value: []byte("v")}}, BatchOptions{})
+	b := mustEncode(t, []Record{{Value: []byte("v")}}, Options{})
 	tests := []struct {
 		name string
 		in   []byte
@@ -131,9 +133,9 @@ func TestVerifyBatchSize(t *testing.T) {
 		}{"truncated", b[:n]})
 	}
 	for _, tt := range tests {
-		h, err := VerifyBatch(tt.in)
-		if !errors.Is(err, ErrCorruptRecord) {
-			t.Fatalf("%s (%d bytes): VerifyBatch = %+v, %v; want CORRUPT_RECORD", tt.name, len(tt.in), h, err)
+		h, err := Verify(tt.in)
+		if !errors.Is(err, api.ErrCorruptRecord) {
+			t.Fatalf("%s (%d bytes): Verify = %+v, %v; want CORRUPT_RECORD", tt.name, len(tt.in), h, err)
 		}
 	}
 }
@@ -142,10 +144,10 @@ func TestStampInPlace(t *testing.T) {
 	recs := []Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
-			b := mustEncode(t, recs, BatchOptions{Compression: c})
+			b := mustEncode(t, recs, Options{Compression: c})
 			SetBaseOffset(b, 1<<40)
 			SetLeaderEpoch(b, 12)
-			h, got, err := DecodeBatch(b)
+			h, got, err := Decode(b)
 			if err != nil {
 				t.Fatalf("stamping broke the batch: %v", err)
 			}
@@ -165,7 +167,7 @@ func TestScanBatches(t *testing.T) {
 		for j := range recs {
 			recs[j] = Record{Timestamp: 1, Key: []byte{byte(j)}, Value: bytes.Repeat([]byte{byte(i)}, 50*j)}
 		}
-		b := mustEncode(t, recs, BatchOptions{Compression: c})
+		b := mustEncode(t, recs, Options{Compression: c})
 		SetBaseOffset(b, int64(len(sizes)*100))
 		sizes = append(sizes, len(b))
 		log = append(log, b...)
@@ -187,18 +189,18 @@ func TestScanBatches(t *testing.T) {
 			for _, verify := range []bool{false, true} {
 				wantBytes, wantBatches := whole(n)
 				var seen int
-				got, err := ScanBatches(log[:n], verify, func(h BatchHeader, batch []byte) error {
+				got, err := Scan(log[:n], verify, func(h Header, batch []byte) error {
 					if h.BaseOffset != int64(seen*100) || len(batch) != sizes[seen] || cap(batch) != len(batch) {
 						t.Fatalf("batch %d: base offset %d, %d bytes (cap %d), want %d and %d", seen, h.BaseOffset, len(batch), cap(batch), seen*100, sizes[seen])
 					}
-					if _, err := VerifyBatch(batch); err != nil {
+					if _, err := Verify(batch); err != nil {
 						t.Fatalf("batch %d handed to fn does not verify: %v", seen, err)
 					}
 					seen++
 					return nil
 				})
 				if err != nil || got != wantBytes || seen != wantBatches {
-					t.Fatalf("ScanBatches(%d of %d bytes, verify=%v) = %d, %v after %d batches; want %d after %d",
+					t.Fatalf("Scan(%d of %d bytes, verify=%v) = %d, %v after %d batches; want %d after %d",
 						n, len(log), verify, got, err, seen, wantBytes, wantBatches)
 				}
 			}
@@ -213,8 +215,8 @@ func TestScanBatches(t *testing.T) {
 		wantSize int
 	}{
 		{"intact", func([]byte) {}, true, len(log)},
-		{"bad CRC, verified", func(b []byte) { b[second+BatchHeaderSize] ^= 0xff }, true, sizes[0]},
-		{"bad CRC, not verified", func(b []byte) { b[second+BatchHeaderSize] ^= 0xff }, false, len(log)},
+		{"bad CRC, verified", func(b []byte) { b[second+HeaderSize] ^= 0xff }, true, sizes[0]},
+		{"bad CRC, not verified", func(b []byte) { b[second+HeaderSize] ^= 0xff }, false, len(log)},
 		{"bad magic", func(b []byte) { b[second+16] = 1 }, false, sizes[0]},
 		{"batch length past the end", func(b []byte) { binary.BigEndian.PutUint32(b[second+8:], 1<<30) }, false, sizes[0]},
 		{"zeroed tail, as a preallocated file leaves it", func(b []byte) { clear(b[second:]) }, false, sizes[0]},
@@ -227,9 +229,9 @@ func TestScanBatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bytes.Clone(log)
 			tt.damage(b)
-			got, err := ScanBatches(b, tt.verify, nil)
+			got, err := Scan(b, tt.verify, nil)
 			if err != nil || got != tt.wantSize {
-				t.Fatalf("ScanBatches = %d, %v; want %d", got, err, tt.wantSize)
+				t.Fatalf("Scan = %d, %v; want %d", got, err, tt.wantSize)
 			}
 		})
 	}
@@ -237,24 +239,24 @@ func TestScanBatches(t *testing.T) {
 	t.Run("fn error stops the scan", func(t *testing.T) {
 		stop := errors.New("stop")
 		calls := 0
-		got, err := ScanBatches(log, false, func(h BatchHeader, _ []byte) error {
+		got, err := Scan(log, false, func(h Header, _ []byte) error {
 			if calls++; calls == 3 {
 				return stop
 			}
 			return nil
 		})
 		if !errors.Is(err, stop) || got != sizes[0]+sizes[1] {
-			t.Fatalf("ScanBatches = %d, %v; want %d, stop", got, err, sizes[0]+sizes[1])
+			t.Fatalf("Scan = %d, %v; want %d, stop", got, err, sizes[0]+sizes[1])
 		}
 	})
 }
 
 func BenchmarkVerifyBatch(b *testing.B) {
-	batch := mustEncode(b, benchRecords(), BatchOptions{})
+	batch := mustEncode(b, benchRecords(), Options{})
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := VerifyBatch(batch); err != nil {
+		if _, err := Verify(batch); err != nil {
 			b.Fatal(err)
 		}
 	}
