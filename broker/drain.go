@@ -124,7 +124,7 @@ func (b *Broker) movableLeaderships(md *cluster.Metadata) int {
 // (default 30 s). 200 with what the broker still leads once nothing more can
 // move; 504 REQUEST_TIMED_OUT when the timeout passed first.
 func (b *Broker) handleDrain(w http.ResponseWriter, r *http.Request) {
-	ms, err := queryInt(r, "timeout_ms", 30_000, 1, maxDrainWait.Milliseconds())
+	ms, err := apihttp.QueryInt(r.URL.Query(), "timeout_ms", 30_000, 1, maxDrainWait.Milliseconds())
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
@@ -136,5 +136,5 @@ func (b *Broker) handleDrain(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, api.Errorf(api.CodeRequestTimedOut, "broker %d still leads %d partitions another replica could take: %v", b.opts.ID, b.movableLeaderships(b.view.Current()), err))
 		return
 	}
-	writeJSON(w, http.StatusOK, brokerapi.DrainResult{BrokerID: b.opts.ID, Leaderships: held})
+	apihttp.WriteJSON(w, http.StatusOK, brokerapi.DrainResult{BrokerID: b.opts.ID, Leaderships: held})
 }

@@ -52,13 +52,13 @@ func (b *Broker) handleEpochEnd(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	asked, err := queryInt(r, "epoch", 0, 0, 1<<31-1)
+	asked, err := apihttp.QueryInt(r.URL.Query(), "epoch", 0, 0, 1<<31-1)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
 	e, end := p.log.EndOffsetForEpoch(int32(asked))
-	writeJSON(w, http.StatusOK, brokerapi.EpochEndResult{Epoch: e, EndOffset: end})
+	apihttp.WriteJSON(w, http.StatusOK, brokerapi.EpochEndResult{Epoch: e, EndOffset: end})
 }
 
 // handleFetch serves raw batches from offset, long-polling up to max_wait_ms
@@ -72,34 +72,34 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	offset, err := queryInt(r, "offset", 0, -1<<62, 1<<62)
+	offset, err := apihttp.QueryInt(r.URL.Query(), "offset", 0, -1<<62, 1<<62)
 	if err != nil {
 		apihttp.WriteError(w, api.Errorf(api.CodeInvalidOffset, "%v", err))
 		return
 	}
-	maxBytes, err := queryInt(r, "max_bytes", defaultFetchMaxBytes, 1, maxFetchMaxBytes)
+	maxBytes, err := apihttp.QueryInt(r.URL.Query(), "max_bytes", defaultFetchMaxBytes, 1, maxFetchMaxBytes)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
-	minBytes, err := queryInt(r, "min_bytes", 1, 0, maxFetchMaxBytes)
+	minBytes, err := apihttp.QueryInt(r.URL.Query(), "min_bytes", 1, 0, maxFetchMaxBytes)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
-	waitMs, err := queryInt(r, "max_wait_ms", 0, 0, maxFetchWait.Milliseconds())
+	waitMs, err := apihttp.QueryInt(r.URL.Query(), "max_wait_ms", 0, 0, maxFetchWait.Milliseconds())
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
 	// max_records lets a reader that decodes records (the gateway's JSON
 	// routes) take only the batches that hold them.
-	maxRecords, err := queryInt(r, "max_records", 0, 0, 1<<31-1)
+	maxRecords, err := apihttp.QueryInt(r.URL.Query(), "max_records", 0, 0, 1<<31-1)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
-	replica, err := queryInt(r, "replica_id", 0, 0, 1<<31-1)
+	replica, err := apihttp.QueryInt(r.URL.Query(), "replica_id", 0, 0, 1<<31-1)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return

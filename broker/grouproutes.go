@@ -3,7 +3,6 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -35,12 +34,13 @@ func (b *Broker) groupRoutes(r chi.Router) {
 	r.With(group(auth.OpRead)).Post(brokerapi.PathGroupSetOffset, b.handleSetOffsets)
 }
 
-func decodeGroupBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxGroupBody))
-	if err := dec.Decode(v); err != nil {
-		return api.Errorf(api.CodeInvalidRequest, "bad group request body: %v", err)
-	}
-	return nil
+// internalJSON is how the internal API reads JSON bodies: apihttp's rules,
+// with fields this broker does not know ignored (a gateway a version ahead,
+// during a rolling upgrade).
+var internalJSON = apihttp.JSONRules{AllowUnknownFields: true}
+
+func decodeGroupBody(w http.ResponseWriter, r *http.Request, v any) error {
+	return apihttp.DecodeJSON(w, r, v, maxGroupBody, internalJSON)
 }
 
 func newMemberID() string {
@@ -52,7 +52,7 @@ func newMemberID() string {
 func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req brokerapi.GroupJoin
-	if err := decodeGroupBody(r, &req); err != nil {
+	if err := decodeGroupBody(w, r, &req); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -84,7 +84,7 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 		if err == nil {
-			writeJSON(w, http.StatusCreated, res)
+			apihttp.WriteJSON(w, http.StatusCreated, res)
 		}
 		return err
 	})
@@ -105,7 +105,7 @@ func (b *Broker) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 		if err == nil {
-			writeJSON(w, http.StatusOK, res)
+			apihttp.WriteJSON(w, http.StatusOK, res)
 		}
 		return err
 	})
@@ -114,7 +114,7 @@ func (b *Broker) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
 	var req brokerapi.GroupPollRequest
-	if err := decodeGroupBody(r, &req); err != nil {
+	if err := decodeGroupBody(w, r, &req); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -144,7 +144,7 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 		if err == nil {
-			writeJSON(w, http.StatusOK, res)
+			apihttp.WriteJSON(w, http.StatusOK, res)
 		}
 		return err
 	})
@@ -153,7 +153,7 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleEndPoll(w http.ResponseWriter, r *http.Request) {
 	group, member := chi.URLParam(r, "group"), chi.URLParam(r, "member")
 	var req brokerapi.GroupPositions
-	if err := decodeGroupBody(r, &req); err != nil {
+	if err := decodeGroupBody(w, r, &req); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -185,7 +185,7 @@ func (b *Broker) handleLeaveGroup(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.CommitRequest
-	if err := decodeGroupBody(r, &req); err != nil {
+	if err := decodeGroupBody(w, r, &req); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -216,7 +216,7 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 			return st.Commit(group, req.MemberID, req.MemberEpoch, req.Offsets, b.groupMeta(), now)
 		}, nil)
 		if err == nil {
-			writeJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
+			apihttp.WriteJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
 		}
 		return err
 	})
@@ -225,7 +225,7 @@ func (b *Broker) handleCommit(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req brokerapi.GroupSetOffsets
-	if err := decodeGroupBody(r, &req); err != nil {
+	if err := decodeGroupBody(w, r, &req); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -238,7 +238,7 @@ func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
 			return st.SetOffsets(group, req.Offsets, now)
 		}, nil)
 		if err == nil {
-			writeJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
+			apihttp.WriteJSON(w, http.StatusOK, api.CommitResponse{Committed: req.Offsets})
 		}
 		return err
 	})
@@ -257,7 +257,7 @@ func (b *Broker) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 		if err == nil {
-			writeJSON(w, http.StatusOK, res)
+			apihttp.WriteJSON(w, http.StatusOK, res)
 		}
 		return err
 	})
@@ -294,5 +294,5 @@ func (b *Broker) handleListGroups(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }

@@ -32,7 +32,7 @@ func (b *Broker) handleProducerSnapshot(w http.ResponseWriter, r *http.Request) 
 		apihttp.WriteError(w, err)
 		return
 	}
-	offset, err := queryInt(r, "offset", -1, 0, 1<<62)
+	offset, err := apihttp.QueryInt(r.URL.Query(), "offset", -1, 0, 1<<62)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return

@@ -8,8 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/api/apihttp"
+	"github.com/sluice-io/sluice/internal/httpserve"
 )
 
 // Panics. A bug that panics in one request or one pass of a background loop
@@ -69,28 +68,9 @@ func (b *Broker) goLoop(ctx context.Context, name string, loop func(context.Cont
 }
 
 // recoverer answers a request whose handler panicked with INTERNAL (500),
-// logged and counted as above (never re-raised: net/http would only turn it
-// into a dropped connection); http.ErrAbortHandler, net/http's way of cutting a response
-// off on purpose, passes through. It does not wrap the ResponseWriter, so the
-// fetch handler still reaches net/http's ReadFrom and sendfile. A handler
-// that panics after it began its answer gets the error appended to what it
-// sent; the client sees a cut or malformed body, never a well-formed wrong one
-// (fetch answers carry a Content-Length).
+// logged and counted as above under where "http" (never re-raised).
 func (b *Broker) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			b.countPanic("http", v)
-			apihttp.WriteError(w, api.Errorf(api.CodeInternal, "internal error serving %s %s", r.Method, r.URL.Path))
-		}()
-		next.ServeHTTP(w, r)
-	})
+	return httpserve.Recoverer(func(_ *http.Request, v any) { b.countPanic("http", v) })(next)
 }
 
 // panicCollector exposes the panic counts.

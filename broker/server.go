@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -61,17 +60,11 @@ func (b *Broker) routes() http.Handler {
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		apihttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", b.handleHealth)
 	r.Method(http.MethodGet, "/metrics", b.metricsHandler())
 	return r
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // partitionFor resolves the {topic}/{partition} path parameters.
@@ -82,18 +75,6 @@ func (b *Broker) partitionFor(r *http.Request) (*Partition, error) {
 		return nil, api.Errorf(api.CodeUnknownPartition, "partition %q is not a number", chi.URLParam(r, "partition"))
 	}
 	return b.parts.get(b.view.Current(), topic, int32(n))
-}
-
-func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
-	s := r.URL.Query().Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < lo || n > hi {
-		return 0, api.Errorf(api.CodeInvalidRequest, "%s=%q: want an integer in [%d, %d]", name, s, lo, hi)
-	}
-	return n, nil
 }
 
 func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +88,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	timeoutMs, err := queryInt(r, "timeout_ms", defaultProduceWait.Milliseconds(), 0, 5*60*1000)
+	timeoutMs, err := apihttp.QueryInt(r.URL.Query(), "timeout_ms", defaultProduceWait.Milliseconds(), 0, 5*60*1000)
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
@@ -137,7 +118,7 @@ func (b *Broker) handleProduce(w http.ResponseWriter, r *http.Request) {
 	}
 	b.traffic.produced(res.BaseOffset, res.LastOffset, len(body))
 	b.markDebt(w.Header(), r, quota.Produce, quota.Request)
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // bodyPool recycles produce bodies (~100 KiB batches each).
@@ -223,7 +204,7 @@ func (b *Broker) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 			res.Offset = off
 		}
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 func (b *Broker) handleTopicStatus(w http.ResponseWriter, r *http.Request) {
@@ -236,13 +217,13 @@ func (b *Broker) handleTopicStatus(w http.ResponseWriter, r *http.Request) {
 	for _, p := range b.parts.topicPartitions(topic) {
 		res.Partitions = append(res.Partitions, p.Status())
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 func (b *Broker) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTopicRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad topic body: %v", err))
+	if err := apihttp.DecodeJSON(w, r, &req, 1<<20, internalJSON); err != nil {
+		apihttp.WriteError(w, err)
 		return
 	}
 	if !b.allowed(r.Context(), auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
@@ -268,8 +249,8 @@ func (b *Broker) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 
 func (b *Broker) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request) {
 	var req api.AlterTopicConfigRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "bad config body: %v", err))
+	if err := apihttp.DecodeJSON(w, r, &req, 1<<20, internalJSON); err != nil {
+		apihttp.WriteError(w, err)
 		return
 	}
 	if err := b.ctl.alterTopicConfig(r.Context(), chi.URLParam(r, "topic"), req); err != nil {
@@ -295,7 +276,7 @@ func (b *Broker) handleStats(w http.ResponseWriter, r *http.Request) {
 			s.RemoteBytes += max(0, p.remoteBytes())
 		}
 	}
-	writeJSON(w, http.StatusOK, s)
+	apihttp.WriteJSON(w, http.StatusOK, s)
 }
 
 func (b *Broker) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -309,5 +290,5 @@ func (b *Broker) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !h.Ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, h)
+	apihttp.WriteJSON(w, status, h)
 }

@@ -39,7 +39,7 @@ func (g *Gateway) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 	g.log.Info("token created", "id", rec.ID, "principal", rec.Principal, "by", auth.PrincipalFrom(r.Context()))
 	res := tokenOf(rec)
 	res.Token = tok
-	writeJSON(w, http.StatusCreated, res)
+	apihttp.WriteJSON(w, http.StatusCreated, res)
 }
 
 func tokenOf(rec auth.TokenRecord) api.Token {
@@ -52,7 +52,7 @@ func (g *Gateway) handleListTokens(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range g.authStore.Tokens() {
 		res.Tokens = append(res.Tokens, tokenOf(rec))
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleDeleteToken is DELETE /v1/tokens/{id}: the token stops working on
@@ -98,7 +98,7 @@ func (g *Gateway) handleCreateACL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.log.Info("ACL created", "acl", a, "by", auth.PrincipalFrom(r.Context()))
-	writeJSON(w, http.StatusCreated, aclToAPI(a))
+	apihttp.WriteJSON(w, http.StatusCreated, aclToAPI(a))
 }
 
 // aclFilter reads the filter of GET and DELETE /v1/acls from the query.
@@ -115,7 +115,7 @@ func (g *Gateway) handleListACLs(w http.ResponseWriter, r *http.Request) {
 	for _, a := range g.authStore.ListACLs(aclFilter(r)) {
 		res.ACLs = append(res.ACLs, aclToAPI(a))
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleDeleteACLs is DELETE /v1/acls?…: removes every ACL the filter
@@ -136,5 +136,5 @@ func (g *Gateway) handleDeleteACLs(w http.ResponseWriter, r *http.Request) {
 		res.ACLs = append(res.ACLs, aclToAPI(a))
 	}
 	g.log.Info("ACLs deleted", "count", len(gone), "by", auth.PrincipalFrom(r.Context()))
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }

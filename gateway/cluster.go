@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/cluster"
 )
 
@@ -62,7 +63,7 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	g.fillBrokerStats(r.Context(), md, byID)
 	res.TimeMs = time.Now().UnixMilli()
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 func containsBroker(bs []api.BrokerStatus, id int32) bool {

@@ -334,17 +334,5 @@ func (g *Gateway) handleListOffsets(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		apihttp.WriteError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -270,7 +271,7 @@ func (g *Gateway) Close() error {
 // checks it.
 func (g *Gateway) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(recoverer(g.log), g.guardOrigins, g.authenticate, g.withClientID)
+	r.Use(g.recoverer, g.guardOrigins, g.authenticate, g.withClientID)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -339,21 +340,12 @@ func redirectTo(path string) http.HandlerFunc {
 	}
 }
 
-// recoverer turns a handler panic into an INTERNAL error instead of a dropped
-// connection. It does not wrap the ResponseWriter.
-func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			defer func() {
-				if v := recover(); v != nil {
-					if v == http.ErrAbortHandler {
-						panic(v)
-					}
-					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-					apihttp.WriteError(w, api.Errorf(api.CodeInternal, "internal error"))
-				}
-			}()
-			next.ServeHTTP(w, r)
-		})
-	}
+// recoverer answers a request whose handler panicked with INTERNAL (500),
+// logged at error level with its stack and counted in
+// sluice_gateway_panics_total.
+func (g *Gateway) recoverer(next http.Handler) http.Handler {
+	return httpserve.Recoverer(func(r *http.Request, v any) {
+		g.log.Error("recovered a panic", "where", "http", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+		g.metrics.panics.Inc()
+	})(next)
 }

@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"mime"
 	"net/http"
 	"slices"
 	"sort"
@@ -106,26 +104,8 @@ func (g *Gateway) createOffsetsTopic(ctx context.Context) error {
 	return g.view.Refresh(ctx)
 }
 
-// decodeJSONBody reads a bounded JSON body into v: application/json only,
-// unknown fields refused. An empty body leaves v as it is when allowEmpty.
-func decodeJSONBody(r *http.Request, v any, allowEmpty bool) error {
-	if allowEmpty && r.ContentLength == 0 {
-		return nil
-	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != mediaJSON {
-		return api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want application/json", r.Header.Get("Content-Type"))
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return api.Errorf(api.CodeRequestTooLarge, "a group request body is at most 1 MiB")
-		}
-		return api.Errorf(api.CodeInvalidRequest, "bad request body: %v", err)
-	}
-	return nil
-}
+// maxGroupBody bounds a group route's JSON body.
+const maxGroupBody = 1 << 20
 
 func groupCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), groupBudget)
@@ -135,7 +115,7 @@ func groupCtx(r *http.Request) (context.Context, context.CancelFunc) {
 func (g *Gateway) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.JoinGroupRequest
-	if err := decodeJSONBody(r, &req, false); err != nil {
+	if err := decodeStrictJSON(w, r, &req, maxGroupBody, false); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -146,7 +126,7 @@ func (g *Gateway) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, res)
+	apihttp.WriteJSON(w, http.StatusCreated, res)
 }
 
 func (g *Gateway) join(ctx context.Context, group string, req api.JoinGroupRequest, kind string) (api.JoinGroupResponse, error) {
@@ -172,7 +152,7 @@ func (g *Gateway) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleLeaveGroup is DELETE /v1/groups/{group}/members/{member}.
@@ -198,7 +178,7 @@ func (g *Gateway) leave(ctx context.Context, group, member string) error {
 func (g *Gateway) handleCommit(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.CommitRequest
-	if err := decodeJSONBody(r, &req, false); err != nil {
+	if err := decodeStrictJSON(w, r, &req, maxGroupBody, false); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -209,7 +189,7 @@ func (g *Gateway) handleCommit(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // commit forwards a commit; a retried commit of the same offsets is harmless.
@@ -252,7 +232,7 @@ func (g *Gateway) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.fillLag(ctx, d.Partitions)
-	writeJSON(w, http.StatusOK, d)
+	apihttp.WriteJSON(w, http.StatusOK, d)
 }
 
 // fillLag asks each partition's leader for its HW and, where the group lags,
@@ -326,7 +306,7 @@ func (g *Gateway) handleListGroups(w http.ResponseWriter, r *http.Request) {
 		res.Groups = append(res.Groups, s)
 	}
 	sort.Slice(res.Groups, func(i, j int) bool { return res.Groups[i].Group < res.Groups[j].Group })
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleDeleteGroup is DELETE /v1/groups/{group} (only without members).
@@ -350,7 +330,7 @@ func (g *Gateway) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
 	var req api.ResetOffsetsRequest
-	if err := decodeJSONBody(r, &req, false); err != nil {
+	if err := decodeStrictJSON(w, r, &req, maxGroupBody, false); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -395,7 +375,7 @@ func (g *Gateway) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // parseResetTarget reads earliest | latest | offset:N | timestamp:MS. It

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"net/http"
+
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // handleHealthz is GET /healthz: the process is up.
 func (g *Gateway) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	apihttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // handleReadyz is GET /readyz: 200 only when the gateway can serve: it has
@@ -15,17 +17,17 @@ func (g *Gateway) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-g.view.Loaded():
 	default:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no cluster metadata yet"})
+		apihttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no cluster metadata yet"})
 		return
 	}
 	md := g.view.Current()
 	switch {
 	case len(md.Brokers) == 0:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no live broker"})
+		apihttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no live broker"})
 	case md.Controller.BrokerID < 0:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no controller"})
+		apihttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "no controller"})
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		apihttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
 }
 

@@ -18,6 +18,7 @@ type gatewayMetrics struct {
 	// more batches than sends is produce requests coalesced (coalesce.go).
 	produceSends       prometheus.Counter
 	produceSendBatches prometheus.Counter
+	panics             prometheus.Counter // handler panics recovered (Gateway.recoverer)
 }
 
 func newGatewayMetrics() *gatewayMetrics {
@@ -32,6 +33,9 @@ func newGatewayMetrics() *gatewayMetrics {
 		fetchRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_fetch_requests_total", Help: "Fetch requests by route (records, batches, ws).",
 		}, []string{"route"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_panics_total", Help: "Request handler panics recovered and answered INTERNAL.",
+		}),
 		produceSends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_produce_sends_total", Help: "Produce sends to partition leaders (acks=1 and all, without a producer id).",
 		}),
@@ -39,7 +43,7 @@ func newGatewayMetrics() *gatewayMetrics {
 			Name: "sluice_gateway_produce_send_batches_total", Help: "Produce requests' batches those sends carried: above the sends when concurrent requests to a partition were coalesced.",
 		}),
 	}
-	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, m.produceSends, m.produceSendBatches, collectors.NewGoCollector())
+	m.reg.MustRegister(m.produceRequests, m.producedRecords, m.fetchRequests, m.produceSends, m.produceSendBatches, m.panics, collectors.NewGoCollector())
 	return m
 }
 

@@ -316,7 +316,7 @@ func (g *Gateway) answerProduce(w http.ResponseWriter, recs []pendingRecord, par
 		if first.Throttle > 0 {
 			apihttp.SetThrottle(w.Header(), first.Throttle)
 		}
-		writeJSON(w, first.Status(), resp)
+		apihttp.WriteJSON(w, first.Status(), resp)
 		return
 	}
 	g.metrics.produceRequests.WithLabelValues("ok").Inc()

@@ -74,7 +74,7 @@ func (g *Gateway) handleInitProducer(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, id)
+	apihttp.WriteJSON(w, http.StatusCreated, id)
 }
 
 // mayProduce is the check of POST /v1/producers (Kafka's IDEMPOTENT_WRITE

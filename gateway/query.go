@@ -7,25 +7,13 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
 )
 
 // Query parameters of the public routes. Each route family has one parser,
 // a pure function of the parsed query, so every bound is checked in one
 // place, and FuzzQueryParams checks them all: any query either parses to
 // values within their documented bounds or is refused with a 400.
-
-// intQuery reads an optional integer parameter within [lo, hi].
-func intQuery(q url.Values, name string, def, lo, hi int64) (int64, error) {
-	s := q.Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < lo || n > hi {
-		return 0, api.Errorf(api.CodeInvalidRequest, "%s=%q: want an integer from %d to %d", name, s, lo, hi)
-	}
-	return n, nil
-}
 
 // parseFetchQuery reads offset, max_records, max_bytes and max_wait_ms of
 // a fetch route (records, batches, offsets, WebSocket). The offset
@@ -50,14 +38,14 @@ func parseFetchQuery(q url.Values) (fetchParams, error) {
 // readBounds reads max_records, max_bytes and max_wait_ms, shared by the
 // fetch routes and group polls.
 func readBounds(q url.Values) (maxRecords int, maxBytes int64, wait time.Duration, err error) {
-	mr, err := intQuery(q, "max_records", defaultMaxRecords, 1, maxMaxRecords)
+	mr, err := apihttp.QueryInt(q, "max_records", defaultMaxRecords, 1, maxMaxRecords)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if maxBytes, err = intQuery(q, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
+	if maxBytes, err = apihttp.QueryInt(q, "max_bytes", defaultMaxBytes, 1, maxMaxBytes); err != nil {
 		return 0, 0, 0, err
 	}
-	w, err := intQuery(q, "max_wait_ms", 0, 0, maxWait.Milliseconds())
+	w, err := apihttp.QueryInt(q, "max_wait_ms", 0, 0, maxWait.Milliseconds())
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -145,7 +133,7 @@ type streamQuery struct {
 func parseStreamQuery(q url.Values) (streamQuery, error) {
 	var sq streamQuery
 	var err error
-	if sq.credit, err = intQuery(q, "credit", 0, 0, maxCredit); err != nil {
+	if sq.credit, err = apihttp.QueryInt(q, "credit", 0, 0, maxCredit); err != nil {
 		return sq, err
 	}
 	switch f := q.Get("format"); f {
@@ -168,11 +156,11 @@ func parseGroupWSQuery(q url.Values) (api.JoinGroupRequest, int64, error) {
 			req.Topics = append(req.Topics, t)
 		}
 	}
-	st, err := intQuery(q, "session_timeout_ms", 0, 0, 5*60*1000)
+	st, err := apihttp.QueryInt(q, "session_timeout_ms", 0, 0, 5*60*1000)
 	if err != nil {
 		return req, 0, err
 	}
 	req.SessionTimeoutMs = st
-	credit, err := intQuery(q, "credit", 0, 0, maxCredit)
+	credit, err := apihttp.QueryInt(q, "credit", 0, 0, maxCredit)
 	return req, credit, err
 }

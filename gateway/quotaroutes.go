@@ -33,7 +33,7 @@ func (g *Gateway) handleListQuotas(w http.ResponseWriter, r *http.Request) {
 		}
 		res.Quotas = append(res.Quotas, quotaToAPI(qt))
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handlePutQuota is PUT /v1/quotas: sets an entity's rates, replacing the
@@ -56,7 +56,7 @@ func (g *Gateway) handlePutQuota(w http.ResponseWriter, r *http.Request) {
 	default:
 		g.log.Info("quota set", "entity", qt.String(), "producer_byte_rate", qt.ProducerByteRate,
 			"consumer_byte_rate", qt.ConsumerByteRate, "request_rate", qt.RequestRate, "by", auth.PrincipalFrom(r.Context()))
-		writeJSON(w, http.StatusOK, quotaToAPI(qt))
+		apihttp.WriteJSON(w, http.StatusOK, quotaToAPI(qt))
 	}
 }
 

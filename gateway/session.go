@@ -18,7 +18,7 @@ const sessionCookie = "sluice_session"
 // handleGetSession is GET /v1/session: who the caller is, and whether this
 // gateway requires authentication (the dashboard asks, to offer sign-in).
 func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.Session{Principal: auth.PrincipalFrom(r.Context()), AuthRequired: g.auth.Required})
+	apihttp.WriteJSON(w, http.StatusOK, api.Session{Principal: auth.PrincipalFrom(r.Context()), AuthRequired: g.auth.Required})
 }
 
 // handleCreateSession is POST /v1/session {"token": …}: a valid token is
@@ -37,7 +37,7 @@ func (g *Gateway) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: req.Token, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	writeJSON(w, http.StatusOK, api.Session{Principal: principal, AuthRequired: g.auth.Required})
+	apihttp.WriteJSON(w, http.StatusOK, api.Session{Principal: principal, AuthRequired: g.auth.Required})
 }
 
 // handleDeleteSession is DELETE /v1/session: the cookie is cleared (the

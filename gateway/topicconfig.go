@@ -52,5 +52,5 @@ func (g *Gateway) handleAlterTopicConfig(w http.ResponseWriter, r *http.Request)
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	apihttp.WriteJSON(w, http.StatusOK, t)
 }

@@ -90,7 +90,7 @@ func (g *Gateway) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, t)
+	apihttp.WriteJSON(w, http.StatusCreated, t)
 }
 
 // waitTopicReady polls the leaders until each partition is open (bounded by 10 s;
@@ -194,7 +194,7 @@ func (g *Gateway) handleGetTopic(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	apihttp.WriteJSON(w, http.StatusOK, t)
 }
 
 // handleListTopics is GET /v1/topics.
@@ -207,7 +207,7 @@ func (g *Gateway) handleListTopics(w http.ResponseWriter, r *http.Request) {
 		}
 		res.Topics = append(res.Topics, g.describe(r.Context(), md, md.Topics[name]))
 	}
-	writeJSON(w, http.StatusOK, res)
+	apihttp.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleDeleteTopic is DELETE /v1/topics/{topic}.
