@@ -3,6 +3,7 @@ package broker_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // The coordinator of a group reports its lag as Prometheus gauges.
@@ -42,8 +44,7 @@ func TestGroupLagMetrics(t *testing.T) {
 		Offsets: []api.PartitionOffset{{Topic: "lagged", Partition: 0, Offset: 1}}}, nil)
 
 	want := `sluice_group_lag_records{group="lg",partition="0",topic="lagged"} 3`
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Check(t, 10*time.Second, "a broker to report the group's lag", func() error {
 		for _, b := range c.Brokers {
 			resp, err := http.Get("http://" + b.Addr() + "/metrics")
 			if err != nil {
@@ -52,12 +53,9 @@ func TestGroupLagMetrics(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if strings.Contains(string(body), want) && strings.Contains(string(body), `sluice_group_members{group="lg"} 1`) {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no broker reports %s", want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("no broker reports %s", want)
+	})
 }

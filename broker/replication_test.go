@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -83,17 +84,14 @@ func (c rcluster) partition() api.PartitionInfo {
 
 func (c rcluster) waitFor(what string, ok func(api.PartitionInfo) bool) api.PartitionInfo {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		p := c.partition()
-		if ok(p) {
-			return p
+	var p api.PartitionInfo
+	testwait.Check(c.t, 20*time.Second, what, func() error {
+		if p = c.partition(); !ok(p) {
+			return fmt.Errorf("%+v", p)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("waiting for %s: %+v", what, p)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return p
 }
 
 // replicasAgree checks that every running broker's copy holds the same

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -81,13 +83,12 @@ func TestSessionFlapsLeaveOneFollowerPerPartition(t *testing.T) {
 	// Each broker follows the partitions the other leads.
 	waitFollowers := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for followerRuns() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d follower runs, want %d", followerRuns(), want)
+		testwait.Check(t, 20*time.Second, "the follower runs", func() error {
+			if n := followerRuns(); n != want {
+				return fmt.Errorf("%d follower runs, want %d", n, want)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFollowers(partitions)
 
@@ -140,12 +141,12 @@ func TestStaleStateDoesNotLiftTheFence(t *testing.T) {
 
 	sessions[0].events <- coord.StateDisconnected
 	deadline := time.Now().Add(10 * time.Second)
-	for err := produce(); !errors.Is(err, api.ErrNotLeader); err = produce() {
-		if time.Now().After(deadline) {
-			t.Fatalf("produce after the disconnect: %v, want NOT_LEADER", err)
+	testwait.Check(t, time.Until(deadline), "produce to be fenced", func() error {
+		if err := produce(); !errors.Is(err, api.ErrNotLeader) {
+			return fmt.Errorf("produce after the disconnect: %v, want NOT_LEADER", err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The broker is the controller: create a topic on it directly (the
 	// gateway would wait for the new partition's leader, which stays fenced).
@@ -156,12 +157,7 @@ func TestStaleStateDoesNotLiftTheFence(t *testing.T) {
 	}
 	// The reconcile pass that opens g's replica applies every state of that
 	// snapshot.
-	for b.PartitionLog("g", 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the new topic's replica never opened")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, time.Until(deadline), "the new topic's replica to open", func() bool { return b.PartitionLog("g", 0) != nil })
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
 		if err := produce(); !errors.Is(err, api.ErrNotLeader) {
 			t.Fatalf("produce while the link is down, after the view changed: %v, want NOT_LEADER", err)
@@ -170,11 +166,5 @@ func TestStaleStateDoesNotLiftTheFence(t *testing.T) {
 	}
 
 	sessions[0].events <- coord.StateConnected
-	deadline = time.Now().Add(10 * time.Second)
-	for err := produce(); err != nil; err = produce() {
-		if time.Now().After(deadline) {
-			t.Fatalf("produce after the reconnect: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Check(t, 10*time.Second, "produce after the reconnect", produce)
 }

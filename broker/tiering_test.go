@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -97,17 +98,14 @@ func (c tcluster) info(topic string) api.PartitionInfo {
 
 func (c tcluster) waitInfo(topic, what string, ok func(api.PartitionInfo) bool) api.PartitionInfo {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		p := c.info(topic)
-		if ok(p) {
-			return p
+	var p api.PartitionInfo
+	testwait.Check(c.t, 30*time.Second, what, func() error {
+		if p = c.info(topic); !ok(p) {
+			return fmt.Errorf("%+v", p)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("waiting for %s: %+v", what, p)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
+	return p
 }
 
 // readAll consumes the partition from offset through the gateway and checks
@@ -285,8 +283,7 @@ func TestTieredUploadFailuresS3(t *testing.T) {
 	}
 	c.readAll("flaky", 0, 2000)
 	// Orphans of the failed attempts go once older than the grace period.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Check(t, 20*time.Second, "the orphaned objects to be removed", func() error {
 		recs := c.records("flaky")
 		named := map[string]bool{}
 		for _, r := range recs {
@@ -300,14 +297,11 @@ func TestTieredUploadFailuresS3(t *testing.T) {
 			}
 			return nil
 		})
-		if orphans == 0 {
-			break
+		if orphans != 0 {
+			return fmt.Errorf("%d orphaned objects remain", orphans)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d orphaned objects remain", orphans)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	c.scrub("flaky", false)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // The consumer-group client against the real gateway and coordinator.
@@ -26,11 +27,7 @@ func pollUntil(t *testing.T, g *client.GroupConsumer, n int) client.GroupBatch {
 	t.Helper()
 	seen := map[string]bool{}
 	var last client.GroupBatch
-	deadline := time.Now().Add(30 * time.Second)
-	for len(seen) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records after 30 s", len(seen), n)
-		}
+	testwait.Check(t, 30*time.Second, fmt.Sprintf("%d records", n), func() error {
 		b, err := g.Poll(testCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +39,11 @@ func pollUntil(t *testing.T, g *client.GroupConsumer, n int) client.GroupBatch {
 			seen[k] = true
 		}
 		last = b
-	}
+		if len(seen) < n {
+			return fmt.Errorf("%d of %d records", len(seen), n)
+		}
+		return nil
+	})
 	if len(seen) != n {
 		t.Fatalf("%d records, want %d", len(seen), n)
 	}

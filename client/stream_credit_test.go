@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // TestStreamNeverReadsPastItsBuffer looks inside a Stream that nobody reads:
@@ -56,11 +57,13 @@ func TestStreamNeverReadsPastItsBuffer(t *testing.T) {
 		}
 	}
 	got := 0
-	deadline := time.Now().Add(10 * time.Second)
-	for got < buffer && time.Now().Before(deadline) {
-		got += queued()
-		time.Sleep(10 * time.Millisecond)
-	}
+	// A timeout here is reported by the count check below.
+	_ = testwait.Until(10*time.Second, func() error {
+		if got += queued(); got < buffer {
+			return fmt.Errorf("%d of %d records queued", got, buffer)
+		}
+		return nil
+	})
 	time.Sleep(300 * time.Millisecond) // room for a frame past the credit to arrive
 	if got += queued(); got != buffer {
 		t.Fatalf("the server sent %d records for a credit of %d", got, buffer)

@@ -1,6 +1,7 @@
 package commitlog_test
 
 import (
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // syncGateFS holds every fsync of a segment's log file while held is set,
@@ -91,13 +93,12 @@ func TestIntervalFsyncDoesNotBlockAppends(t *testing.T) {
 	before := g.syncs.Load()
 	release()
 	// The second append is fsynced by an interval of its own.
-	deadline := time.Now().Add(10 * time.Second)
-	for g.syncs.Load() < before+2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d log fsyncs after the release; want the held one and one for the later append", g.syncs.Load()-before)
+	testwait.Check(t, 10*time.Second, "the later append's fsync", func() error {
+		if n := g.syncs.Load() - before; n < 2 {
+			return fmt.Errorf("%d log fsyncs after the release; want the held one and one for the later append", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}

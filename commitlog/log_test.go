@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/commitlog/faultfs"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -509,12 +510,12 @@ func TestFlushPolicy(t *testing.T) {
 		// machine, and still tell "within flush.ms" from "never" or
 		// "at the next roll").
 		appended := time.Now()
-		for ffs.Syncs() == before {
-			if time.Since(appended) > 20*interval {
-				t.Fatalf("no fsync %v after an append with flush.ms=%v", time.Since(appended), interval)
+		testwait.Check(t, 20*interval, "the interval fsync", func() error {
+			if ffs.Syncs() == before {
+				return fmt.Errorf("no fsync %v after an append with flush.ms=%v", time.Since(appended), interval)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	})
 	t.Run("never", func(t *testing.T) {
 		ffs := faultfs.New(osFS(t, t.TempDir()))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -336,17 +337,10 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 	}()
 	// The poll is in the gateway (its counter moved) and has had time to
 	// reach the leader's wait; only then does the record exist.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the long poll to reach the gateway", func() bool {
 		_, _, m := c.do("GET", "/metrics", "", nil)
-		if strings.Contains(string(m), `sluice_gateway_fetch_requests_total{route="records"} 1`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never reached the gateway")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(string(m), `sluice_gateway_fetch_requests_total{route="records"} 1`)
+	})
 	const head = 300 * time.Millisecond
 	time.Sleep(head)
 	c.json("POST", "/v1/topics/lp/records", map[string]any{"records": []map[string]any{{"value": "wake"}}}, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/gogroup"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -125,11 +126,7 @@ func fill(t *testing.T, c *coalescer, f *fakeLeader, ctx context.Context, n int,
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-	}
+	testwait.For(t, 10*time.Second, "the condition", cond)
 }
 
 // Requests that arrive while a partition's sends are all under way go out

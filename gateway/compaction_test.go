@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // A compacted topic, as a consumer sees it through the public API: the
@@ -52,9 +53,10 @@ func TestCompactedTopicThroughTheAPI(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var left int
+	testwait.Check(t, 30*time.Second, "the topic to be compacted", func() error {
 		recs := readAll()
+		left = len(recs)
 		byKey := map[string][]api.FetchedRecord{}
 		prev := int64(-1)
 		for _, r := range recs {
@@ -83,15 +85,12 @@ func TestCompactedTopicThroughTheAPI(t *testing.T) {
 				done = false
 			}
 		}
-		if done {
-			if len(recs) >= 300 {
-				t.Fatalf("%d records after cleaning", len(recs))
-			}
-			return
+		if !done {
+			return fmt.Errorf("%d records, k2 has %d versions, k0 %d", len(recs), len(byKey["k2"]), len(byKey["k0"]))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not compacted after 30 s: %d records, k2 has %d versions, k0 %d", len(recs), len(byKey["k2"]), len(byKey["k0"]))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if left >= 300 {
+		t.Fatalf("%d records after cleaning", left)
 	}
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // groupFrame is any server frame of a WebSocket group member.
@@ -134,15 +136,11 @@ func TestGroupWebSocketMember(t *testing.T) {
 	}
 	conn2.Close(websocket.StatusNormalClosure, "")
 	// A clean close leaves the group.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Check(t, 5*time.Second, "the closed member to leave the group", func() error {
 		c.json("GET", "/v1/groups/wsg", nil, &d)
-		if len(d.Members) == 0 {
-			break
+		if len(d.Members) != 0 {
+			return fmt.Errorf("member still in the group after closing: %+v", d.Members)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member still in the group after closing: %+v", d.Members)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

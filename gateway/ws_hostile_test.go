@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // Careless and hostile WebSocket and fetch clients: idle connections by the
@@ -117,13 +118,7 @@ func gauge(t *testing.T, base, name string) float64 {
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }
 
 // settle runs the collector until goroutines stop falling and returns their
@@ -142,17 +137,15 @@ func settle() (goroutines int, heap uint64) {
 // of base.
 func waitGoroutines(t *testing.T, base, slack int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= base+slack {
-			return
+	err := testwait.Until(d, func() error {
+		if n := runtime.NumGoroutine(); n > base+slack {
+			return fmt.Errorf("%d goroutines, %d before (slack %d)", n, base, slack)
 		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before (slack %d)\n%s", n, base, slack, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%v\n%s", err, buf[:runtime.Stack(buf, true)])
 	}
 }
 

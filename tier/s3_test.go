@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 // s3Options returns options for the test S3 server under a fresh random
@@ -136,8 +137,7 @@ func TestS3CutUpload(t *testing.T) {
 		wantNotExist(t, bkt, key)
 	}
 	// minio-go aborts in the background of the failed call; give it a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Check(t, 10*time.Second, "the failed multipart uploads to be aborted", func() error {
 		var left []string
 		for u := range inner.client.ListIncompleteUploads(t.Context(), opts.Bucket, opts.Prefix+"/", true) {
 			if u.Err != nil {
@@ -145,14 +145,11 @@ func TestS3CutUpload(t *testing.T) {
 			}
 			left = append(left, u.Key)
 		}
-		if len(left) == 0 {
-			break
+		if len(left) > 0 {
+			return fmt.Errorf("multipart uploads left behind: %q", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("multipart uploads left behind: %q", left)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestS3Prefix checks that the prefix isolates buckets and is stripped from

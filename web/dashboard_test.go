@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/tier"
 )
 
@@ -439,11 +440,11 @@ func traffic(a apiClient, topic string, partitions int) (stop func()) {
 // store and its positions and sizes hold still for a second, and returns it.
 func settledTopic(t *testing.T, a apiClient, name string) api.Topic {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	prev := a.topic(name)
-	for {
-		time.Sleep(time.Second)
-		cur := a.topic(name)
+	var cur api.Topic
+	testwait.Check(t, 60*time.Second, name+" to be tiered and settled", func() error {
+		time.Sleep(time.Second) // settled: the same a second apart
+		cur = a.topic(name)
 		tiered := true
 		for _, p := range cur.Partitions {
 			if p.RemoteEndOffset <= 0 || p.RemoteBytes <= 0 || p.LocalStartOffset <= 0 {
@@ -453,13 +454,12 @@ func settledTopic(t *testing.T, a apiClient, name string) api.Topic {
 		same, _ := json.Marshal(cur)
 		before, _ := json.Marshal(prev)
 		if tiered && string(same) == string(before) {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not tiered and settled after 60 s: %s", name, same)
+			return nil
 		}
 		prev = cur
-	}
+		return fmt.Errorf("%s not tiered and settled: %s", name, same)
+	})
+	return cur
 }
 
 // records counts a topic's readable records as the pages do.
@@ -511,29 +511,26 @@ type ndjsonLine struct {
 // waitDownload waits for one finished .ndjson file in dir and parses it.
 func waitDownload(t *testing.T, dir string) []ndjsonLine {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		matches, _ := filepath.Glob(filepath.Join(dir, "*.ndjson"))
-		if len(matches) == 1 {
-			f, err := os.Open(matches[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var out []ndjsonLine
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				var l ndjsonLine
-				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-					t.Fatalf("NDJSON line %q: %v", sc.Text(), err)
-				}
-				out = append(out, l)
-			}
-			return out
+	var matches []string
+	testwait.Check(t, 10*time.Second, "the NDJSON download", func() error {
+		if matches, _ = filepath.Glob(filepath.Join(dir, "*.ndjson")); len(matches) != 1 {
+			return fmt.Errorf("no single NDJSON download in %s (found %v)", dir, matches)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no NDJSON download in %s after 10 s (found %v)", dir, matches)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	f, err := os.Open(matches[0])
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer f.Close()
+	var out []ndjsonLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l ndjsonLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("NDJSON line %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
 }
