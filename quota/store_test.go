@@ -2,49 +2,14 @@ package quota
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/coord"
-	"github.com/sluice-io/sluice/internal/testsvc"
+	"github.com/sluice-io/sluice/internal/coordtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
-
-// backends gives each test two coordinator handles on one tree: the
-// in-process store, and the real ZooKeeper under a fresh chroot. Two stores
-// over them stand for a gateway and a broker.
-func backends() map[string]func(t *testing.T) (coord.Coordinator, coord.Coordinator) {
-	return map[string]func(t *testing.T) (coord.Coordinator, coord.Coordinator){
-		"mem": func(t *testing.T) (coord.Coordinator, coord.Coordinator) {
-			m, err := coord.NewMemStore(coord.MemOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { m.Close() })
-			return m.Session(), m.Session()
-		},
-		"zookeeper": func(t *testing.T) (coord.Coordinator, coord.Coordinator) {
-			addr := testsvc.ZooKeeper(t)
-			b := make([]byte, 6)
-			_, _ = rand.Read(b)
-			chroot := "/quota-test-" + hex.EncodeToString(b)
-			dial := func() coord.Coordinator {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				z, err := coord.DialZK(ctx, coord.ZKOptions{Servers: []string{addr}, Chroot: chroot})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { z.Close() })
-				return z
-			}
-			return dial(), dial()
-		},
-	}
-}
 
 func startStore(t *testing.T, c coord.Coordinator) *Store {
 	s := NewStore(c, nil)
@@ -59,57 +24,56 @@ func startStore(t *testing.T, c coord.Coordinator) *Store {
 }
 
 func TestStore(t *testing.T) {
-	for name, mk := range backends() {
-		t.Run(name, func(t *testing.T) {
-			c1, c2 := mk(t)
-			writer, watcher := startStore(t, c1), startStore(t, c2)
-			ctx := t.Context()
-			alice := Entity{Principal: "User:alice"}
-			if err := writer.Set(ctx, Quota{Entity: alice, ProducerByteRate: 1024}); err != nil {
-				t.Fatal(err)
+	coordtest.ForEach(t, func(t *testing.T, open coordtest.Tree) {
+		c1, c2 := open(), open()
+		writer, watcher := startStore(t, c1), startStore(t, c2)
+		ctx := t.Context()
+		alice := Entity{Principal: "User:alice"}
+		if err := writer.Set(ctx, Quota{Entity: alice, ProducerByteRate: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		// The other store sees it through its watch: the first write
+		// creates the node, which its exists-watch waited for.
+		rateOf := func(e Entity, k Kind) func() (float64, bool) {
+			return func() (float64, bool) {
+				q, ok := watcher.Config().Get(e)
+				return q.Rate(k), ok
 			}
-			// The other store sees it through its watch: the first write
-			// creates the node, which its exists-watch waited for.
-			rateOf := func(e Entity, k Kind) func() (float64, bool) {
-				return func() (float64, bool) {
-					q, ok := watcher.Config().Get(e)
-					return q.Rate(k), ok
-				}
-			}
-			testwait.For(t, 10*time.Second, "the watcher sees alice's quota", func() bool { r, _ := rateOf(alice, Produce)(); return r == 1024 })
-			// Set replaces the entity's rates.
-			if err := writer.Set(ctx, Quota{Entity: alice, ConsumerByteRate: 2048}); err != nil {
-				t.Fatal(err)
-			}
-			testwait.For(t, 10*time.Second, "the watcher sees the new rates", func() bool {
-				q, _ := watcher.Config().Get(alice)
-				return q.ConsumerByteRate == 2048 && q.ProducerByteRate == 0
-			})
-			def := Entity{Principal: Default, ClientID: Default}
-			if err := writer.Set(ctx, Quota{Entity: def, RequestRate: 5}); err != nil {
-				t.Fatal(err)
-			}
-			testwait.For(t, 10*time.Second, "two quotas", func() bool { return watcher.Config().Len() == 2 })
-			if err := writer.Delete(ctx, alice); err != nil {
-				t.Fatal(err)
-			}
-			if err := writer.Delete(ctx, alice); !errors.Is(err, ErrUnknown) {
-				t.Fatalf("deleting again: %v, want ErrUnknown", err)
-			}
-			testwait.For(t, 10*time.Second, "alice's quota gone", func() bool { _, ok := rateOf(alice, Fetch)(); return !ok })
-			if got := watcher.Config().All(); len(got) != 1 || got[0].Entity != def {
-				t.Fatalf("left %+v", got)
-			}
-			if err := writer.Set(ctx, Quota{Entity: alice}); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("a quota without rates: %v", err)
-			}
+		}
+		testwait.For(t, 10*time.Second, "the watcher sees alice's quota", func() bool { r, _ := rateOf(alice, Produce)(); return r == 1024 })
+		// Set replaces the entity's rates.
+		if err := writer.Set(ctx, Quota{Entity: alice, ConsumerByteRate: 2048}); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, 10*time.Second, "the watcher sees the new rates", func() bool {
+			q, _ := watcher.Config().Get(alice)
+			return q.ConsumerByteRate == 2048 && q.ProducerByteRate == 0
 		})
-	}
+		def := Entity{Principal: Default, ClientID: Default}
+		if err := writer.Set(ctx, Quota{Entity: def, RequestRate: 5}); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, 10*time.Second, "two quotas", func() bool { return watcher.Config().Len() == 2 })
+		if err := writer.Delete(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.Delete(ctx, alice); !errors.Is(err, ErrUnknown) {
+			t.Fatalf("deleting again: %v, want ErrUnknown", err)
+		}
+		testwait.For(t, 10*time.Second, "alice's quota gone", func() bool { _, ok := rateOf(alice, Fetch)(); return !ok })
+		if got := watcher.Config().All(); len(got) != 1 || got[0].Entity != def {
+			t.Fatalf("left %+v", got)
+		}
+		if err := writer.Set(ctx, Quota{Entity: alice}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a quota without rates: %v", err)
+		}
+	})
 }
 
 // TestStoreConcurrentSets: conditional writes from two stores lose nothing.
 func TestStoreConcurrentSets(t *testing.T) {
-	c1, c2 := backends()["mem"](t)
+	open := coordtest.Mem(t)
+	c1, c2 := open(), open()
 	a, b := startStore(t, c1), startStore(t, c2)
 	errs := make(chan error, 40)
 	for i := 0; i < 20; i++ {
