@@ -14,12 +14,10 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/sluice-io/sluice/tier"
@@ -96,6 +94,9 @@ type ThroughputOptions struct {
 	// Out receives the figures. Default os.Stdout.
 	Out io.Writer
 
+	// out is Out, keeping the first failed write (set by runThroughput).
+	out *figures
+
 	// fetchRecords is max_records of a JSON consume's fetches; 0: 10,000.
 	fetchRecords int
 }
@@ -117,8 +118,9 @@ func Produce(ctx context.Context, o ThroughputOptions) error { return runThrough
 // against the baseline.
 func Consume(ctx context.Context, o ThroughputOptions) error { return runThroughput(ctx, "consume", o) }
 
-func runThroughput(ctx context.Context, mode string, c ThroughputOptions) error {
-	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
+func runThroughput(ctx context.Context, mode string, c ThroughputOptions) (err error) {
+	c.out = newFigures(c.Out)
+	defer c.out.done(&err)
 	if c.Size < 2 || c.Batch < 1 || c.Connections < 1 || c.Rounds < 1 {
 		return errors.New("--size must be >= 2, --batch, --connections and --rounds >= 1")
 	}
@@ -165,14 +167,14 @@ func runThroughput(ctx context.Context, mode string, c ThroughputOptions) error 
 	if mode == "consume" && c.Baseline == "redis" {
 		return benchConsumeRedis(ctx, c, c.Records, c.Redis, c.Results)
 	}
-	fmt.Fprintf(c.Out, "%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.Connections, c.Batch, c.Size, c.Duration, c.Acks, c.ReplicationFactor)
-	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	c.out.printf("%s: %d connections, %d records of %d bytes per request, %s per round, acks=%s, replication factor %d\n", mode, c.Connections, c.Batch, c.Size, c.Duration, c.Acks, c.ReplicationFactor)
+	c.out.printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	if mode == "consume" {
 		res, err := benchConsume(ctx, c)
 		if err != nil {
 			return err
 		}
-		res.print(c.Out, "sluice")
+		res.print(c.out, "sluice")
 		return nil
 	}
 	body := ndjsonBody(c.Batch, c.Size)
@@ -189,27 +191,27 @@ func runThroughput(ctx context.Context, mode string, c ThroughputOptions) error 
 			if err != nil {
 				return err
 			}
-			base.print(c.Out, "baseline")
+			base.print(c.out, "baseline")
 			bases = append(bases, base.recordsPerSec)
 		case "rf1":
 			base, err := benchProduce(ctx, c, c.URL+"/v1/topics/"+rf1Topic+"/records?acks=1", body)
 			if err != nil {
 				return err
 			}
-			base.print(c.Out, "acks1-rf1")
+			base.print(c.out, "acks1-rf1")
 			bases = append(bases, base.recordsPerSec)
 		}
 		res, err := benchProduce(ctx, c, c.URL+"/v1/topics/"+c.Topic+"/records?acks="+c.Acks, body)
 		if err != nil {
 			return err
 		}
-		res.print(c.Out, "sluice")
+		res.print(c.out, "sluice")
 		results = append(results, res.recordsPerSec)
 	}
 	if c.Baseline != "none" {
 		// Rounds alternate the two targets, so slow spells of a shared
 		// machine hit both; medians keep one bad round from deciding.
-		fmt.Fprintf(c.Out, "median records/s: baseline %.0f, sluice %.0f; ratio sluice/baseline: %.2f\n",
+		c.out.printf("median records/s: baseline %.0f, sluice %.0f; ratio sluice/baseline: %.2f\n",
 			median(bases), median(results), median(results)/median(bases))
 		row := benchRow{scenario: "produce", unit: "records/s", baseline: fmt.Sprintf("append-to-file HTTP server %.0f", median(bases)),
 			sluice: fmt.Sprintf("%.0f", median(results)), ratio: ratioCell(median(results), median(bases))}

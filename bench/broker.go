@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +36,9 @@ func DefaultBroker() BrokerOptions { return BrokerOptions{Partitions: 2000, Conn
 // connections to the broker's internal port that each made one request and
 // stay idle, and reports heap, RSS, goroutines and file descriptors per
 // partition and per connection.
-func Broker(ctx context.Context, o BrokerOptions) error {
-	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+func Broker(ctx context.Context, o BrokerOptions) (err error) {
+	out := newFigures(o.Out)
+	defer out.done(&err)
 	if o.Partitions < 1 || o.Connections < 1 {
 		return errors.New("--partitions and --connections must be >= 1")
 	}
@@ -46,7 +46,7 @@ func Broker(ctx context.Context, o BrokerOptions) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
 	url := cl.URL()
 	var ci api.ClusterInfo
 	if err := getJSON(url+"/v1/cluster", &ci); err != nil || len(ci.Brokers) != 1 {
@@ -86,20 +86,20 @@ func Broker(ctx context.Context, o BrokerOptions) error {
 
 	perPart := func(a, b int64) float64 { return float64(b-a) / float64(o.Partitions) / 1024 }
 	perConn := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
-	fmt.Fprintf(out, "one broker and a gateway in this process; %d partitions created and led in %s, then %d idle keep-alive connections to the broker\n",
+	out.printf("one broker and a gateway in this process; %d partitions created and led in %s, then %d idle keep-alive connections to the broker\n",
 		o.Partitions, created.Round(time.Millisecond), o.Connections)
-	fmt.Fprintf(out, "%-22s %10s %10s %11s %6s\n", "", "heap KiB", "RSS KiB", "goroutines", "fds")
+	out.printf("%-22s %10s %10s %11s %6s\n", "", "heap KiB", "RSS KiB", "goroutines", "fds")
 	for _, m := range []struct {
 		name string
 		m    processMeasure
 		fds  int
 	}{{"before", before, beforeFDs}, {"with the partitions", withParts, partFDs}, {"and the connections", withConns, connFDs}} {
-		fmt.Fprintf(out, "%-22s %10d %10d %11d %6d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines, m.fds)
+		out.printf("%-22s %10d %10d %11d %6d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines, m.fds)
 	}
-	fmt.Fprintf(out, "per partition: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
+	out.printf("per partition: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
 		perPart(before.heap, withParts.heap), perPart(before.rss, withParts.rss),
 		float64(withParts.goroutines-before.goroutines)/float64(o.Partitions), float64(partFDs-beforeFDs)/float64(o.Partitions))
-	fmt.Fprintf(out, "per idle connection (both ends, the client's without a goroutine): heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
+	out.printf("per idle connection (both ends, the client's without a goroutine): heap %.1f KiB, RSS %.1f KiB, goroutines %.2f, fds %.2f\n",
 		perConn(withParts.heap, withConns.heap), perConn(withParts.rss, withConns.rss),
 		float64(withConns.goroutines-withParts.goroutines)/float64(o.Connections), float64(connFDs-partFDs)/float64(o.Connections))
 	return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -50,7 +51,14 @@ func benchConsume(ctx context.Context, c ThroughputOptions) (benchResult, error)
 				if c.Raw {
 					route = "batches?max_bytes=4194304"
 				}
-				resp, err := client.Get(fmt.Sprintf("%s/v1/topics/%s/partitions/%d/%s&offset=%d", c.URL, c.Topic, p.Partition, route, next))
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/%s/partitions/%d/%s&offset=%d", c.URL, c.Topic, p.Partition, route, next), nil)
+				if err != nil {
+					mu.Lock()
+					ers = append(ers, err)
+					mu.Unlock()
+					return
+				}
+				resp, err := client.Do(req)
 				if err != nil {
 					mu.Lock()
 					ers = append(ers, err)
@@ -123,7 +131,12 @@ func benchCold(ctx context.Context, c ThroughputOptions, records int, results st
 	client := benchClient(c.Connections)
 	for _, topic := range []string{hot, cold} {
 		for n := 0; n < records; n += c.Batch {
-			resp, err := client.Post(c.URL+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/topics/"+topic+"/records?acks=all", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			resp, err := client.Do(req)
 			if err != nil {
 				return err
 			}
@@ -147,7 +160,7 @@ func benchCold(ctx context.Context, c ThroughputOptions, records int, results st
 			total += p.HighWatermark - p.LogStartOffset
 		}
 		if total > 0 && float64(remote) >= 0.85*float64(total) {
-			fmt.Fprintf(c.Out, "cold topic: %d of %d records only in the object store\n", remote, total)
+			c.out.printf("cold topic: %d of %d records only in the object store\n", remote, total)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -155,7 +168,7 @@ func benchCold(ctx context.Context, c ThroughputOptions, records int, results st
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	c.out.printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var hots, colds []float64
 	for round := 0; round < c.Rounds; round++ {
 		for _, topic := range []string{hot, cold} {
@@ -166,15 +179,15 @@ func benchCold(ctx context.Context, c ThroughputOptions, records int, results st
 				return err
 			}
 			if topic == hot {
-				res.print(c.Out, "local")
+				res.print(c.out, "local")
 				hots = append(hots, res.recordsPerSec)
 			} else {
-				res.print(c.Out, "remote")
+				res.print(c.out, "remote")
 				colds = append(colds, res.recordsPerSec)
 			}
 		}
 	}
-	fmt.Fprintf(c.Out, "median records/s: local %.0f, remote %.0f; ratio remote/local: %.2f\n", median(hots), median(colds), median(colds)/median(hots))
+	c.out.printf("median records/s: local %.0f, remote %.0f; ratio remote/local: %.2f\n", median(hots), median(colds), median(colds)/median(hots))
 	kind := "JSON"
 	if c.Raw {
 		kind = "raw"

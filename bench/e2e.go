@@ -2,13 +2,11 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,8 +69,9 @@ func DefaultE2E() E2EOptions {
 // the rates, and each record's latency is counted from the time it was
 // scheduled to leave, so a producer held up by a slow answer does not hide
 // the wait (no coordinated omission).
-func E2E(ctx context.Context, o E2EOptions) error {
-	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+func E2E(ctx context.Context, o E2EOptions) (err error) {
+	out := newFigures(o.Out)
+	defer out.done(&err)
 	for _, v := range o.Rates {
 		if v <= 0 || v > 1e6 {
 			return fmt.Errorf("--rates: %v is not a rate in (0, 1e6]", v)
@@ -112,13 +111,13 @@ func E2E(ctx context.Context, o E2EOptions) error {
 	}
 	defer rcv.close()
 	p := &e2eProducer{url: base + "/v1/topics/" + o.Topic + "/records?acks=" + o.Acks, size: o.Size, conns: o.Connections}
-	fmt.Fprintf(out, "e2e: produce acks=%s, replication factor %d, %d brokers (%s) → %d WebSocket consumers; %s per rate per round, %d rounds\n",
+	out.printf("e2e: produce acks=%s, replication factor %d, %d brokers (%s) → %d WebSocket consumers; %s per rate per round, %d rounds\n",
 		o.Acks, o.ReplicationFactor, o.Brokers, where, o.Partitions, o.Duration, o.Rounds)
 	// A warm-up at the first rate: connections, the first segment's pages.
 	if _, err := p.run(ctx, rcv, rates[0], time.Second); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%-6s %10s %10s %10s %10s %10s %10s %12s %12s\n", "round", "rate", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
+	out.printf("%-6s %10s %10s %10s %10s %10s %10s %12s %12s\n", "round", "rate", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
 	all := make([][]time.Duration, len(rates))
 	p99s := make([][]float64, len(rates))
 	for round := 0; round < o.Rounds; round++ {
@@ -129,7 +128,7 @@ func E2E(ctx context.Context, o E2EOptions) error {
 			}
 			r := benchResult{latencies: lat}
 			r.finish()
-			fmt.Fprintf(out, "%-6d %10.0f %10d %10s %10s %10s %10s %12s %12s\n", round+1, rate, len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
+			out.printf("%-6d %10.0f %10d %10s %10s %10s %10s %12s %12s\n", round+1, rate, len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
 			all[i] = append(all[i], lat...)
 			p99s[i] = append(p99s[i], float64(r.pct(0.99)))
 		}
@@ -137,7 +136,7 @@ func E2E(ctx context.Context, o E2EOptions) error {
 	for i, rate := range rates {
 		r := benchResult{latencies: all[i]}
 		r.finish()
-		fmt.Fprintf(out, "at %.0f records/s over all rounds: p50 %s, p99 %s, p999 %s ms; median of the rounds' p99 %s ms\n",
+		out.printf("at %.0f records/s over all rounds: p50 %s, p99 %s, p999 %s ms; median of the rounds' p99 %s ms\n",
 			rate, ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(time.Duration(median(p99s[i]))))
 		aim := "—"
 		if rate <= 1000 {

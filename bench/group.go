@@ -21,7 +21,7 @@ import (
 // partition fetches of the same records, in alternating rounds, and reports
 // commit latency.
 func benchGroup(ctx context.Context, c ThroughputOptions, records int, results string) error {
-	if err := fillTopic(c, c.Topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.Topic, records); err != nil {
 		return err
 	}
 	var t api.Topic
@@ -33,9 +33,9 @@ func benchGroup(ctx context.Context, c ThroughputOptions, records int, results s
 		want += p.HighWatermark - p.LogStartOffset
 	}
 	members := min(c.Connections, len(t.Partitions))
-	fmt.Fprintf(c.Out, "consume --group: %d records in %d partitions; %d members, each committing its latest cursor beside its polls, vs %d connections of plain fetches\n",
+	c.out.printf("consume --group: %d records in %d partitions; %d members, each committing its latest cursor beside its polls, vs %d connections of plain fetches\n",
 		want, len(t.Partitions), members, c.Connections)
-	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	c.out.printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var plains, groups []float64
 	var commits []time.Duration
 	for round := 0; round < c.Rounds; round++ {
@@ -43,32 +43,32 @@ func benchGroup(ctx context.Context, c ThroughputOptions, records int, results s
 		if err != nil {
 			return err
 		}
-		plain.print(c.Out, "partition")
+		plain.print(c.out, "partition")
 		plains = append(plains, plain.recordsPerSec)
 		res, lat, err := benchGroupRound(ctx, c, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), round), members, want)
 		if err != nil {
 			return err
 		}
-		res.print(c.Out, "group")
+		res.print(c.out, "group")
 		groups = append(groups, res.recordsPerSec)
 		commits = append(commits, lat...)
 	}
 	cr := benchResult{latencies: commits}
 	cr.finish()
-	fmt.Fprintf(c.Out, "commit latency under that load, over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
+	c.out.printf("commit latency under that load, over %d commits: p50 %s, p99 %s\n", len(commits), cr.pct(0.50).Round(10*time.Microsecond), cr.pct(0.99).Round(10*time.Microsecond))
 	idle, err := benchIdleCommits(ctx, c, 500)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.Out, "commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
-	fmt.Fprintf(c.Out, "median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
+	c.out.printf("commit latency of one member committing alone (acks=all on __consumer_offsets), over %d commits: p50 %s, p99 %s\n", len(idle.latencies), idle.pct(0.50).Round(10*time.Microsecond), idle.pct(0.99).Round(10*time.Microsecond))
+	c.out.printf("median records/s: partition fetches %.0f, group %.0f; ratio group/partition: %.2f\n", median(plains), median(groups), median(groups)/median(plains))
 	return appendBenchRow(results, benchRow{scenario: fmt.Sprintf("consume JSON through a group, RF=%d (commit p99 %s)", c.ReplicationFactor, cr.pct(0.99).Round(10*time.Microsecond)),
 		unit: "records/s", baseline: fmt.Sprintf("plain partition fetches %.0f", median(plains)), sluice: fmt.Sprintf("%.0f", median(groups)),
 		ratio: ratioCell(median(groups), median(plains))})
 }
 
 // fillTopic produces records into topic (acks=all) unless it holds that many.
-func fillTopic(c ThroughputOptions, topic string, records int) error {
+func fillTopic(ctx context.Context, c ThroughputOptions, topic string, records int) error {
 	var t api.Topic
 	if err := getJSON(c.URL+"/v1/topics/"+topic, &t); err != nil {
 		return err
@@ -81,7 +81,12 @@ func fillTopic(c ThroughputOptions, topic string, records int) error {
 	client := benchClient(c.Connections)
 	defer client.CloseIdleConnections()
 	for n := int(have); n < records; n += c.Batch {
-		resp, err := client.Post(c.URL+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/topics/"+topic+"/records?acks=all", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}

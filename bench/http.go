@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -35,9 +36,20 @@ func benchClient(conns int) *http.Client {
 	}}
 }
 
+// setupTimeout bounds each call a bench makes to prepare or inspect the
+// cluster (topic metadata, creating a topic), so a gateway that stops
+// answering fails the bench instead of hanging it.
+const setupTimeout = time.Minute
+
 // getJSON GETs url and decodes its JSON answer into out.
 func getJSON(url string, out any) error {
-	resp, err := http.Get(url)
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -51,7 +63,14 @@ func getJSON(url string, out any) error {
 // ensureTopic creates topic unless it exists (then it is left as it is).
 func ensureTopic(base, topic string, partitions, rf int, configs map[string]string) error {
 	b, _ := json.Marshal(api.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf, Configs: configs})
-	resp, err := http.Post(base+"/v1/topics", "application/json", bytes.NewReader(b))
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/topics", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -57,14 +57,14 @@ func startProcessCluster(ctx context.Context, exe string, n int, zk string) (str
 				<-done
 			}
 		}
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // a throwaway cluster's data
 	}
 	start := func(name string, args ...string) error {
 		out, err := os.Create(filepath.Join(dir, name+".log"))
 		if err != nil {
 			return err
 		}
-		defer out.Close() // the child holds its own descriptor
+		defer func() { _ = out.Close() }() // the child writes through its own descriptor
 		cmd := exec.Command(exe, args...)
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {

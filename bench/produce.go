@@ -17,6 +17,9 @@ import (
 func benchProduce(ctx context.Context, c ThroughputOptions, url string, body []byte) (benchResult, error) {
 	client := benchClient(c.Connections)
 	defer client.CloseIdleConnections()
+	// Requests end with the command; the run's deadline only stops new
+	// ones, so the last of them are measured whole.
+	reqCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
 	var (
@@ -62,7 +65,7 @@ func benchProduce(ctx context.Context, c ThroughputOptions, url string, body []b
 						continue
 					}
 				}
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/x-ndjson")
 				resp, err := client.Do(req)
 				if err != nil {
@@ -125,10 +128,11 @@ func startAppendServer() (string, func(), error) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed once stopped
 	return "http://" + ln.Addr().String(), func() {
 		srv.Close()
-		f.Close()
-		os.Remove(f.Name())
+		// The file only takes the bodies in and is deleted next.
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 	}, nil
 }

@@ -25,10 +25,15 @@ func Profile(cpu, mutex string) (stop func(), err error) {
 			return stop, err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
+			_ = f.Close() // the profile's error is the one to report
 			return stop, err
 		}
-		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+		stops = append(stops, func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "cpu profile:", err)
+			}
+		})
 	}
 	if mutex != "" {
 		runtime.SetMutexProfileFraction(5)
@@ -47,6 +52,9 @@ func writeProfile(name, path string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return pprof.Lookup(name).WriteTo(f, 0)
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		_ = f.Close() // the write error is the one to report
+		return err
+	}
+	return f.Close()
 }

@@ -31,7 +31,7 @@ func benchConsumeRedis(ctx context.Context, c ThroughputOptions, records int, re
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", ropts.Addr, err)
 	}
-	if err := fillTopic(c, c.Topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.Topic, records); err != nil {
 		return err
 	}
 	cl, err := newClient(c.URL)
@@ -60,9 +60,9 @@ func benchConsumeRedis(ctx context.Context, c ThroughputOptions, records int, re
 			}
 		}
 	}
-	fmt.Fprintf(c.Out, "consume --baseline redis: %d records of %d bytes in %d partitions / streams; reads of %d records over %d connections; Redis at %s\n",
+	c.out.printf("consume --baseline redis: %d records of %d bytes in %d partitions / streams; reads of %d records over %d connections; Redis at %s\n",
 		len(recs), c.Size, len(streams), redisReadCount, c.Connections, ropts.Addr)
-	fmt.Fprintf(c.Out, "%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	c.out.printf("%-10s %12s %10s %10s %10s %10s %10s %6s\n", "target", "records/s", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	cc := c
 	cc.fetchRecords = redisReadCount
 	var bases, sluices []float64
@@ -74,7 +74,7 @@ func benchConsumeRedis(ctx context.Context, c ThroughputOptions, records int, re
 		if base.records != int64(len(recs)) {
 			return fmt.Errorf("XREAD read %d records of %d", base.records, len(recs))
 		}
-		base.print(c.Out, "redis")
+		base.print(c.out, "redis")
 		res, err := benchConsume(ctx, cc)
 		if err != nil {
 			return err
@@ -82,10 +82,10 @@ func benchConsumeRedis(ctx context.Context, c ThroughputOptions, records int, re
 		if res.records != int64(len(recs)) {
 			return fmt.Errorf("sluice read %d records of %d", res.records, len(recs))
 		}
-		res.print(c.Out, "sluice")
+		res.print(c.out, "sluice")
 		bases, sluices = append(bases, base.recordsPerSec), append(sluices, res.recordsPerSec)
 	}
-	fmt.Fprintf(c.Out, "median records/s: Redis XREAD %.0f, sluice %.0f; ratio sluice/redis: %.2f\n",
+	c.out.printf("median records/s: Redis XREAD %.0f, sluice %.0f; ratio sluice/redis: %.2f\n",
 		median(bases), median(sluices), median(sluices)/median(bases))
 	return appendBenchRow(results, benchRow{scenario: "consume JSON /records", unit: "records/s",
 		baseline: fmt.Sprintf("Redis XREAD COUNT %d %.0f", redisReadCount, median(bases)), sluice: fmt.Sprintf("%.0f", median(sluices)),

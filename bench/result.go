@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"time"
 )
@@ -46,8 +48,36 @@ func (r *benchResult) pct(p float64) time.Duration {
 }
 
 // print writes the result as a row of the records/s table.
-func (r *benchResult) print(w io.Writer, name string) {
-	fmt.Fprintf(w, "%-10s %12.0f %10.1f %10.0f %10s %10s %10.2f %6.2f\n", name, r.recordsPerSec,
+func (r *benchResult) print(w *figures, name string) {
+	w.printf("%-10s %12.0f %10.1f %10.0f %10s %10s %10.2f %6.2f\n", name, r.recordsPerSec,
 		float64(r.bytes)/r.elapsed.Seconds()/1e6, float64(r.requests)/r.elapsed.Seconds(),
 		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
+}
+
+// figures is where a scenario writes its figures. It keeps the first write
+// that failed and writes nothing after it; the scenario returns that error
+// once it is done (as a bufio.Writer reports its writes at Flush), so a
+// figure that did not reach Out fails the run instead of vanishing.
+type figures struct {
+	w   io.Writer
+	err error
+}
+
+// newFigures writes to w, or to os.Stdout when w is nil.
+func newFigures(w io.Writer) *figures {
+	return &figures{w: cmp.Or(w, io.Writer(os.Stdout))}
+}
+
+func (f *figures) printf(format string, args ...any) {
+	if f.err == nil {
+		_, f.err = fmt.Fprintf(f.w, format, args...)
+	}
+}
+
+// done reports the first failed write into *err, unless the scenario failed
+// first: that failure is the one to report.
+func (f *figures) done(err *error) {
+	if *err == nil && f.err != nil {
+		*err = fmt.Errorf("writing the figures: %w", f.err)
+	}
 }

@@ -30,7 +30,7 @@ import (
 // so the difference is the server side: the gateway, the hop to the broker
 // and the broker's read.
 func benchSendfile(ctx context.Context, c ThroughputOptions, records int, brokerDir string, results string) error {
-	if err := fillTopic(c, c.Topic, records); err != nil {
+	if err := fillTopic(ctx, c, c.Topic, records); err != nil {
 		return err
 	}
 	var t api.Topic
@@ -46,9 +46,9 @@ func benchSendfile(ctx context.Context, c ThroughputOptions, records int, broker
 		return err
 	}
 	defer srv.stop()
-	fmt.Fprintf(c.Out, "consume --raw: %d partitions, %.1f MB of segments, reads of 4 MiB; each round reads all of it repeatedly for %s over %d connections\n",
+	c.out.printf("consume --raw: %d partitions, %.1f MB of segments, reads of 4 MiB; each round reads all of it repeatedly for %s over %d connections\n",
 		len(t.Partitions), float64(total)/1e6, c.Duration, c.Connections)
-	fmt.Fprintf(c.Out, "%-10s %10s %10s %10s %10s %10s %6s\n", "target", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
+	c.out.printf("%-10s %10s %10s %10s %10s %10s %6s\n", "target", "MB/s", "req/s", "p50", "p99", "cpu ms/MB", "own")
 	var bases, sluices []float64
 	for round := 0; round < c.Rounds; round++ {
 		base, err := rawReadLoop(ctx, c, len(t.Partitions), func(p int, pos int64) string {
@@ -57,7 +57,7 @@ func benchSendfile(ctx context.Context, c ThroughputOptions, records int, broker
 		if err != nil {
 			return fmt.Errorf("sendfile server: %w", err)
 		}
-		base.printMB(c.Out, "sendfile")
+		base.printMB(c.out, "sendfile")
 		res, err := rawReadLoop(ctx, c, len(t.Partitions), func(p int, pos int64) string {
 			return fmt.Sprintf("%s/v1/topics/%s/partitions/%d/batches?offset=%d&max_bytes=%d", c.URL, c.Topic, p, pos, rawReadBytes)
 		}, func(p int) (int64, int64) {
@@ -66,10 +66,10 @@ func benchSendfile(ctx context.Context, c ThroughputOptions, records int, broker
 		if err != nil {
 			return fmt.Errorf("sluice: %w", err)
 		}
-		res.printMB(c.Out, "sluice")
+		res.printMB(c.out, "sluice")
 		bases, sluices = append(bases, base.mbPerSec()), append(sluices, res.mbPerSec())
 	}
-	fmt.Fprintf(c.Out, "median MB/s: sendfile server %.0f, sluice %.0f; ratio sluice/sendfile: %.2f\n",
+	c.out.printf("median MB/s: sendfile server %.0f, sluice %.0f; ratio sluice/sendfile: %.2f\n",
 		median(bases), median(sluices), median(sluices)/median(bases))
 	return appendBenchRow(results, benchRow{scenario: "consume raw /batches (hot, page cache)", unit: "MB/s",
 		baseline: fmt.Sprintf("plain sendfile HTTP server %.0f", median(bases)), sluice: fmt.Sprintf("%.0f", median(sluices)),
@@ -172,8 +172,8 @@ func rawRead(ctx context.Context, client *http.Client, url string) (int64, int64
 func (r *benchResult) mbPerSec() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e6 }
 
 // printMB writes the result as a row of the MB/s table.
-func (r *benchResult) printMB(w io.Writer, name string) {
-	fmt.Fprintf(w, "%-10s %10.0f %10.0f %10s %10s %10.2f %6.2f\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
+func (r *benchResult) printMB(w *figures, name string) {
+	w.printf("%-10s %10.0f %10.0f %10s %10s %10.2f %6.2f\n", name, r.mbPerSec(), float64(r.requests)/r.elapsed.Seconds(),
 		r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.cpuPerMB(), r.selfCPUPerMB())
 }
 

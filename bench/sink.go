@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -53,6 +51,9 @@ type SinkOptions struct {
 	Results string
 	// Out receives the figures. Default os.Stdout.
 	Out io.Writer
+
+	// out is Out, keeping the first failed write (set by runSink).
+	out *figures
 }
 
 // DefaultSink returns the defaults of SinkOptions.
@@ -93,8 +94,9 @@ func SinkS3(ctx context.Context, c SinkOptions) error {
 // runSink validates c, starts a cluster unless c.URL names one, fills the
 // topic and runs the scenario with c completed (URL, Out), a client of the
 // gateway and the topic's record count.
-func runSink(ctx context.Context, c SinkOptions, run func(c SinkOptions, cl *client.Client, total int64) error) error {
-	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
+func runSink(ctx context.Context, c SinkOptions, run func(c SinkOptions, cl *client.Client, total int64) error) (err error) {
+	c.out = newFigures(c.Out)
+	defer c.out.done(&err)
 	if c.Records < 1 || c.Size < 8 || c.PollRecords < 1 || c.Rounds < 1 || c.Partitions < 1 {
 		return errors.New("--records, --partitions, --poll-records and --rounds must be >= 1, --size >= 8")
 	}
@@ -107,7 +109,7 @@ func runSink(ctx context.Context, c SinkOptions, run func(c SinkOptions, cl *cli
 	if err := ensureTopic(c.URL, c.Topic, c.Partitions, 1, nil); err != nil {
 		return err
 	}
-	if err := fillSinkTopic(c, c.Topic); err != nil {
+	if err := fillSinkTopic(ctx, c, c.Topic); err != nil {
 		return err
 	}
 	cl, err := newClient(c.URL)
@@ -124,7 +126,7 @@ func runSink(ctx context.Context, c SinkOptions, run func(c SinkOptions, cl *cli
 
 // fillSinkTopic produces records into topic until it holds c.Records:
 // keys k0..k999, values {"n":i,"s":"<random letters>"} of c.Size bytes.
-func fillSinkTopic(c SinkOptions, topic string) error {
+func fillSinkTopic(ctx context.Context, c SinkOptions, topic string) error {
 	var t api.Topic
 	if err := getJSON(c.URL+"/v1/topics/"+topic, &t); err != nil {
 		return err
@@ -147,7 +149,12 @@ func fillSinkTopic(c SinkOptions, topic string) error {
 			}
 			fmt.Fprintf(&b, `{"key":"k%d","value":%s%s"}}`+"\n", i%1000, head, letters)
 		}
-		resp, err := hc.Post(c.URL+"/v1/topics/"+topic+"/records?acks=all", "application/x-ndjson", &b)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/topics/"+topic+"/records?acks=all", &b)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := hc.Do(req)
 		if err != nil {
 			return err
 		}
@@ -227,9 +234,9 @@ func benchSinkRedis(ctx context.Context, c SinkOptions, cl *client.Client, ropts
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.Out, "sink redis: %d records of %d bytes in %d partitions, polls of %d records, %d rounds; Redis at %s\n",
+	c.out.printf("sink redis: %d records of %d bytes in %d partitions, polls of %d records, %d rounds; Redis at %s\n",
 		total, c.Size, c.Partitions, c.PollRecords, c.Rounds, ropts.Addr)
-	fmt.Fprintf(c.Out, "%-6s %14s %10s %14s %10s %16s\n", "round", "sink rec/s", "depth", "XADD rec/s", "ratio", "reads only rec/s")
+	c.out.printf("%-6s %14s %10s %14s %10s %16s\n", "round", "sink rec/s", "depth", "XADD rec/s", "ratio", "reads only rec/s")
 	var sinkRates, xaddRates, readRates []float64
 	depth := 0
 	for round := range c.Rounds {
@@ -258,18 +265,18 @@ func benchSinkRedis(ctx context.Context, c SinkOptions, cl *client.Client, ropts
 			return err
 		}
 		sinkRates, xaddRates, readRates = append(sinkRates, sinkRate), append(xaddRates, xaddRate), append(readRates, readRate)
-		fmt.Fprintf(c.Out, "%-6d %14.0f %10d %14.0f %10.2f %16.0f\n", round+1, sinkRate, depth, xaddRate, sinkRate/xaddRate, readRate)
+		c.out.printf("%-6d %14.0f %10d %14.0f %10.2f %16.0f\n", round+1, sinkRate, depth, xaddRate, sinkRate/xaddRate, readRate)
 	}
-	fmt.Fprintf(c.Out, "median records/s: sink %.0f, XADD pipelines of %d %.0f; ratio sink/XADD: %.2f\n",
+	c.out.printf("median records/s: sink %.0f, XADD pipelines of %d %.0f; ratio sink/XADD: %.2f\n",
 		median(sinkRates), depth, median(xaddRates), median(sinkRates)/median(xaddRates))
-	fmt.Fprintf(c.Out, "median records/s of the sink's reads alone (a store that writes nothing): %.0f; ratio sink/reads: %.2f\n",
+	c.out.printf("median records/s of the sink's reads alone (a store that writes nothing): %.0f; ratio sink/reads: %.2f\n",
 		median(readRates), median(sinkRates)/median(readRates))
 	if rb, err := exec.LookPath("redis-benchmark"); err == nil {
 		rate, err := redisBenchmarkXADD(ctx, rb, ropts.Addr, depth, c.Size, min(total, 1_000_000))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.Out, "redis-benchmark XADD (-c 1 -P %d, %d-byte value): %.0f requests/s; ratio sink/redis-benchmark: %.2f\n",
+		c.out.printf("redis-benchmark XADD (-c 1 -P %d, %d-byte value): %.0f requests/s; ratio sink/redis-benchmark: %.2f\n",
 			depth, c.Size, rate, median(sinkRates)/rate)
 	}
 	return appendBenchRow(c.Results, benchRow{scenario: "sink redis (exactly once)", unit: "records/s",
@@ -361,9 +368,9 @@ func deleteKeys(ctx context.Context, rdb *redis.Client, pattern string) error {
 // benchSinkS3 compares the S3 archive sink with PUTs of the very objects
 // it created (same sizes, same bytes) to the same server, one at a time.
 func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tier.S3, maxRecords int, total int64) error {
-	fmt.Fprintf(c.Out, "sink s3: %d records of %d bytes in %d partitions, polls of %d records, objects of %d records, %d rounds\n",
+	c.out.printf("sink s3: %d records of %d bytes in %d partitions, polls of %d records, objects of %d records, %d rounds\n",
 		total, c.Size, c.Partitions, c.PollRecords, maxRecords, c.Rounds)
-	fmt.Fprintf(c.Out, "%-6s %8s %12s %12s %12s %12s %8s %12s %16s\n", "round", "objects", "avg bytes", "sink MB/s", "NDJSON MB/s", "PUT MB/s", "ratio", "sink rec/s", "reads only rec/s")
+	c.out.printf("%-6s %8s %12s %12s %12s %12s %8s %12s %16s\n", "round", "objects", "avg bytes", "sink MB/s", "NDJSON MB/s", "PUT MB/s", "ratio", "sink rec/s", "reads only rec/s")
 	var sinkRates, putRates, recRates, readRates []float64
 	for round := range c.Rounds {
 		prefix := fmt.Sprintf("sluice-bench/%d-%d", time.Now().UnixNano(), round)
@@ -424,12 +431,12 @@ func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tie
 			return err
 		}
 		sinkRates, putRates, recRates, readRates = append(sinkRates, sinkRate), append(putRates, putRate), append(recRates, recRate), append(readRates, readRate)
-		fmt.Fprintf(c.Out, "%-6d %8d %12d %12.1f %12.1f %12.1f %8.2f %12.0f %16.0f\n", round+1, st.Objects, st.Bytes/max(st.Objects, 1),
+		c.out.printf("%-6d %8d %12d %12.1f %12.1f %12.1f %8.2f %12.0f %16.0f\n", round+1, st.Objects, st.Bytes/max(st.Objects, 1),
 			sinkRate, rawRate, putRate, sinkRate/putRate, recRate, readRate)
 	}
-	fmt.Fprintf(c.Out, "median MB/s (gzipped object bytes): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
+	c.out.printf("median MB/s (gzipped object bytes): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
 		median(sinkRates), median(putRates), median(sinkRates)/median(putRates))
-	fmt.Fprintf(c.Out, "median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
+	c.out.printf("median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
 		median(recRates), median(readRates), median(recRates)/median(readRates))
 	return appendBenchRow(c.Results, benchRow{scenario: "sink s3 (exactly once, gzipped objects)", unit: "MB/s",
 		baseline: fmt.Sprintf("plain PUTs of the same objects %.1f", median(putRates)), sluice: fmt.Sprintf("%.1f", median(sinkRates)),

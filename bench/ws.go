@@ -65,8 +65,9 @@ func DefaultWS() WSOptions {
 // memory is not counted; it reports the process's heap and RSS, and
 // goroutines, per connection, and the delivery latency of a new record to
 // one more consumer while the idle ones are open.
-func WS(ctx context.Context, o WSOptions) error {
-	out := cmp.Or(o.Out, io.Writer(os.Stdout))
+func WS(ctx context.Context, o WSOptions) (err error) {
+	out := newFigures(o.Out)
+	defer out.done(&err)
 	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 {
 		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
 	}
@@ -74,7 +75,7 @@ func WS(ctx context.Context, o WSOptions) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
 	url := cl.URL()
 	if err := ensureTopic(url, "bench-ws", o.Partitions, 1, nil); err != nil {
 		return err
@@ -151,18 +152,18 @@ func WS(ctx context.Context, o WSOptions) error {
 	if o.Groups > 0 {
 		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", o.Groups)
 	}
-	fmt.Fprintf(out, "%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+	out.printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
 		o.Connections, kind, o.Credit, o.Partitions, opened.Round(time.Millisecond), open-1)
-	fmt.Fprintf(out, "%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
+	out.printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
 	for _, m := range []struct {
 		name string
 		m    processMeasure
 	}{{"before", before}, {"open", during}, {"closed", after}} {
-		fmt.Fprintf(out, "%-8s %12d %12d %11d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines)
+		out.printf("%-8s %12d %12d %11d\n", m.name, m.m.heap>>10, m.m.rss>>10, m.m.goroutines)
 	}
-	fmt.Fprintf(out, "per idle connection: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f (gateway, and broker long polls when --credit > 0)\n",
+	out.printf("per idle connection: heap %.1f KiB, RSS %.1f KiB, goroutines %.2f (gateway, and broker long polls when --credit > 0)\n",
 		per(before.heap, during.heap), per(before.rss, during.rss), float64(during.goroutines-before.goroutines)/float64(o.Connections))
-	fmt.Fprintf(out, "new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
+	out.printf("new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
 		lat0[len(lat0)/2], lat0[len(lat0)-1], lat[len(lat)/2], lat[len(lat)-1])
 	return nil
 }
@@ -231,7 +232,10 @@ func WSClient(url string, o WSOptions, in io.Reader) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	fmt.Fprintln(cmp.Or(o.Out, io.Writer(os.Stdout)), "ready")
+	// The parent waits for this line: a failed write is the run's failure.
+	if _, err := fmt.Fprintln(cmp.Or(o.Out, io.Writer(os.Stdout)), "ready"); err != nil {
+		return err
+	}
 	_, _ = io.Copy(io.Discard, in)
 	for _, c := range conns {
 		c.CloseNow()

@@ -194,7 +194,7 @@ func (c *Cluster) waitBrokers(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
 	sess := c.store.Session()
-	defer sess.Close()
+	defer func() { _ = sess.Close() }() // a MemSession's Close never fails
 	view := cluster.NewView(sess, c.opts.Logger)
 	changed := view.Subscribe()
 	view.Start()
@@ -270,14 +270,14 @@ func (c *Cluster) StartBroker(ctx context.Context, id int) error {
 	}
 	b, err := broker.New(bo)
 	if err != nil {
-		sess.Close()
+		_ = sess.Close() // a MemSession's Close never fails
 		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
 	if err := b.Start(sctx); err != nil {
 		_ = b.Close()
-		sess.Close()
+		_ = sess.Close() // a MemSession's Close never fails
 		return fmt.Errorf("starting broker %d: %w", id, err)
 	}
 	c.mu.Lock()
@@ -308,7 +308,7 @@ func (c *Cluster) stopBrokerLocked(id int) error {
 		return nil
 	}
 	err := b.Close()
-	sess.Close()
+	_ = sess.Close() // a MemSession's Close never fails
 	if err != nil {
 		return fmt.Errorf("closing broker %d: %w", id, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func benchThroughputCmd(ctx context.Context, mode string, args []string) error {
 			return err
 		}
 		if bucket != nil {
-			defer bucket.Close()
+			defer closeLogged(slog.Default(), "the S3 bucket", bucket)
 			c.Bucket = bucket
 		}
 	}
@@ -199,7 +200,7 @@ func benchSinkCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer bkt.Close()
+	defer closeLogged(slog.Default(), "the S3 bucket", bkt)
 	c.Bucket = bkt
 	return bench.SinkS3(ctx, c)
 }

@@ -45,6 +45,7 @@ type result struct {
 
 type report struct {
 	out      io.Writer
+	outErr   error              // the first write to out that failed; nothing is written after it
 	held     map[testKey][]byte // output of tests still running
 	packages []result
 	tests    []result // top-level tests
@@ -56,28 +57,35 @@ func main() {
 	file := flag.String("o", "", "write the events, as read, to this file")
 	top := flag.Int("top", 10, "how many of the slowest packages and tests to list")
 	flag.Parse()
-	var keep io.Writer = io.Discard
+	keep := io.Discard
+	closeKeep := func() error { return nil }
 	if *file != "" {
 		f, err := os.Create(*file)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testreport:", err)
 			os.Exit(2)
 		}
-		defer f.Close()
 		bw := bufio.NewWriter(f)
-		defer bw.Flush()
 		keep = bw
+		closeKeep = func() error {
+			if err := bw.Flush(); err != nil {
+				_ = f.Close() // the flush's error is the one to report
+				return err
+			}
+			return f.Close()
+		}
 	}
 	r := &report{out: os.Stdout, held: map[testKey][]byte{}, counts: map[string]int{}}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
+		// A bufio.Writer keeps its first error for Flush, checked below.
 		_, _ = keep.Write(line)
 		_, _ = keep.Write([]byte{'\n'})
 		var ev event
 		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
-			fmt.Fprintf(r.out, "%s\n", line) // not an event: a build error, say
+			r.printf("%s\n", line) // not an event: a build error, say
 			continue
 		}
 		r.add(ev)
@@ -86,6 +94,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport: reading the events:", err)
 	}
 	r.summary(*top, *file)
+	if err := closeKeep(); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport: writing the events:", err)
+	}
+	if r.outErr != nil {
+		fmt.Fprintln(os.Stderr, "testreport: writing the report:", r.outErr)
+	}
+}
+
+// printf writes to r.out unless a write to it has failed already; main
+// reports that failure once the events are read.
+func (r *report) printf(format string, args ...any) {
+	if r.outErr == nil {
+		_, r.outErr = fmt.Fprintf(r.out, format, args...)
+	}
 }
 
 func (r *report) add(ev event) {
@@ -93,7 +115,7 @@ func (r *report) add(ev event) {
 		switch ev.Action {
 		case "output", "build-output":
 			if ev.Output != "PASS\n" { // plain go test prints only the ok line then
-				fmt.Fprint(r.out, ev.Output)
+				r.printf("%s", ev.Output)
 			}
 		case "pass", "fail":
 			r.packages = append(r.packages, result{key: testKey{pkg: ev.Package}, elapsed: ev.Elapsed})
@@ -110,7 +132,7 @@ func (r *report) add(ev event) {
 		r.held[k] = b
 	case "pass", "fail", "skip":
 		if ev.Action == "fail" {
-			fmt.Fprintf(r.out, "%s", r.held[k])
+			r.printf("%s", r.held[k])
 		}
 		delete(r.held, k)
 		if strings.Contains(ev.Test, "/") {
@@ -129,30 +151,30 @@ func (r *report) summary(top int, file string) {
 	// never reported its end: show what it printed.
 	for k, b := range r.held {
 		if !strings.Contains(k.test, "/") {
-			fmt.Fprintf(r.out, "--- %s %s did not finish; its output:\n%s", k.pkg, k.test, b)
+			r.printf("--- %s %s did not finish; its output:\n%s", k.pkg, k.test, b)
 		}
 	}
 	slowest := func(rs []result) []result {
 		sort.SliceStable(rs, func(i, j int) bool { return rs[i].elapsed > rs[j].elapsed })
 		return rs[:min(top, len(rs))]
 	}
-	fmt.Fprintf(r.out, "\nslowest packages:\n")
+	r.printf("\nslowest packages:\n")
 	for _, p := range slowest(r.packages) {
-		fmt.Fprintf(r.out, "  %7.1fs  %s\n", p.elapsed, p.key.pkg)
+		r.printf("  %7.1fs  %s\n", p.elapsed, p.key.pkg)
 	}
-	fmt.Fprintf(r.out, "slowest tests:\n")
+	r.printf("slowest tests:\n")
 	for _, t := range slowest(r.tests) {
-		fmt.Fprintf(r.out, "  %7.1fs  %s %s\n", t.elapsed, t.key.test, t.key.pkg)
+		r.printf("  %7.1fs  %s %s\n", t.elapsed, t.key.test, t.key.pkg)
 	}
 	if n := len(r.skipped); n > 0 && n <= 30 {
-		fmt.Fprintf(r.out, "skipped tests:\n")
+		r.printf("skipped tests:\n")
 		for _, k := range r.skipped {
-			fmt.Fprintf(r.out, "  %s %s\n", k.test, k.pkg)
+			r.printf("  %s %s\n", k.test, k.pkg)
 		}
 	}
-	fmt.Fprintf(r.out, "tests: %d passed, %d failed, %d skipped", r.counts["pass"], r.counts["fail"], r.counts["skip"])
+	r.printf("tests: %d passed, %d failed, %d skipped", r.counts["pass"], r.counts["fail"], r.counts["skip"])
 	if file != "" {
-		fmt.Fprintf(r.out, " (events in %s)", file)
+		r.printf(" (events in %s)", file)
 	}
-	fmt.Fprintln(r.out)
+	r.printf("\n")
 }
