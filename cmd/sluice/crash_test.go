@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"syscall"
@@ -18,40 +17,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/faulttest"
 )
-
-// buildSluice compiles the binary once per test run (or takes the one
-// SLUICE_TEST_BINARY names).
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-func sluiceBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		// SLUICE_TEST_BINARY runs the process tests against another build.
-		if bin := os.Getenv("SLUICE_TEST_BINARY"); bin != "" {
-			buildOnce.path = bin
-			return
-		}
-		dir, err := os.MkdirTemp("", "sluice-bin-")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-tags", "sluice_failpoints", "-o", buildOnce.path, ".").CombinedOutput()
-		if err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
-	}
-	return buildOnce.path
-}
 
 // devProcess is a `sluice dev` child process.
 type devProcess struct {
@@ -73,7 +40,7 @@ func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 // environment.
 func startDevEnv(t *testing.T, dataDir string, env []string, extra ...string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn"}, extra...)...)
+	cmd := exec.Command(faulttest.Binary(t), append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn"}, extra...)...)
 	cmd.Env = append(append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA="), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/faulttest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -57,7 +58,7 @@ func startSinkProcess(t *testing.T, name string, args []string, env ...string) *
 // environment; its stderr goes to t.Log prefixed with name.
 func startSluiceProcess(t *testing.T, name string, args []string, env ...string) *sinkProcess {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), args...)
+	cmd := exec.Command(faulttest.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logWriter{t, name + ": "}
 	ready := make(chan struct{})
@@ -83,7 +84,7 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 // would test less than it says.
 func failpointEnv(t *testing.T, spec string) string {
 	t.Helper()
-	bin := sluiceBinary(t)
+	bin := faulttest.Binary(t)
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		t.Fatalf("%s: reading its build settings: %v", bin, err)

@@ -17,7 +17,7 @@
 // them against the topic and the group's records in __consumer_offsets.
 //
 // One seed drives every random choice of a test; it is printed at the start
-// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_FAULTTEST_BIN
+// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_TEST_BINARY
 // runs a prebuilt sluice binary instead of building ./cmd/sluice.
 //
 // Run (ZooKeeper comes from the test services):
