@@ -58,7 +58,7 @@ func TestSinkS3Command(t *testing.T) {
 	run := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(faulttest.Binary(t), append(args, s3Args...)...)
 		cmd.Env = append(os.Environ(), "SLUICE_S3_SECRET_KEY="+cfg.SecretKey)
-		cmd.Stderr = logWriter{t, "sluice: "}
+		cmd.Stderr = faulttest.LogWriter(t, "sluice: ")
 		return cmd
 	}
 

@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"fmt"
@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/internal/faulttest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -75,9 +74,9 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		"--redis", "redis://" + testsvc.Redis(t) + "/0", "--prefix", prefix, "--instance-id", "crash-sink",
 		"--session-timeout", "5s", "--max-records", "40"}
 	start := func(failpoint string) *exec.Cmd {
-		cmd := exec.Command(faulttest.Binary(t), args...)
+		cmd := exec.Command(Binary(t), args...)
 		cmd.Env = append(os.Environ(), failpointEnv(t, failpoint))
-		cmd.Stderr = logWriter{t, "sluice sink: "}
+		cmd.Stderr = LogWriter(t, "sluice sink: ")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

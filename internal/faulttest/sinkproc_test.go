@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"bufio"
@@ -24,7 +24,6 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
-	"github.com/sluice-io/sluice/internal/faulttest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -58,9 +57,9 @@ func startSinkProcess(t *testing.T, name string, args []string, env ...string) *
 // environment; its stderr goes to t.Log prefixed with name.
 func startSluiceProcess(t *testing.T, name string, args []string, env ...string) *sinkProcess {
 	t.Helper()
-	cmd := exec.Command(faulttest.Binary(t), args...)
+	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = logWriter{t, name + ": "}
+	cmd.Stderr = LogWriter(t, name+": ")
 	ready := make(chan struct{})
 	cmd.Stdout = &lineWatcher{t: t, prefix: name + ": ", marker: sinkReadyLine, seen: ready}
 	if err := cmd.Start(); err != nil {
@@ -84,7 +83,7 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 // would test less than it says.
 func failpointEnv(t *testing.T, spec string) string {
 	t.Helper()
-	bin := faulttest.Binary(t)
+	bin := Binary(t)
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		t.Fatalf("%s: reading its build settings: %v", bin, err)
