@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/faulttest"
 )
 
 // --limit reaches the process: a gateway limit set on sluice dev's command
 // line refuses what the default would take.
 func TestLimitFlags(t *testing.T) {
-	p := startDev(t, t.TempDir(), "--limit", "max.records.per.request=3", "--limit", "max.partitions.per.broker=5")
+	p := faulttest.StartDev(t, t.TempDir(), "--limit", "max.records.per.request=3", "--limit", "max.partitions.per.broker=5")
 	post := func(path string, body any) (int, api.Code) {
 		b, _ := json.Marshal(body)
-		resp, err := http.Post(p.base+path, "application/json", bytes.NewReader(b))
+		resp, err := http.Post(p.URL+path, "application/json", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,12 +4,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/internal/faulttest"
 )
 
 // TestHelpShowsNoSecrets: -h of the roles that take secrets from the
 // environment shows their flags but never the values.
 func TestHelpShowsNoSecrets(t *testing.T) {
-	bin := sluiceBinary(t)
+	bin := faulttest.Binary(t)
 	const secret = "do-not-print-this-password"
 	for _, role := range []string{"broker", "gateway"} {
 		cmd := exec.Command(bin, role, "-h")

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/faulttest"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/sink"
@@ -55,9 +56,9 @@ func TestSinkS3Command(t *testing.T) {
 	s3Args := []string{"--url", c.URL, "--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-prefix", s3Prefix,
 		"--s3-access-key", cfg.AccessKey, "--prefix", "arch"}
 	run := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(sluiceBinary(t), append(args, s3Args...)...)
+		cmd := exec.Command(faulttest.Binary(t), append(args, s3Args...)...)
 		cmd.Env = append(os.Environ(), "SLUICE_S3_SECRET_KEY="+cfg.SecretKey)
-		cmd.Stderr = logWriter{t, "sluice: "}
+		cmd.Stderr = faulttest.LogWriter(t, "sluice: ")
 		return cmd
 	}
 

@@ -16,8 +16,18 @@
 // members of the public API and records their calls; groupcheck.go holds
 // them against the topic and the group's records in __consumer_offsets.
 //
+// The package also holds the fault tests of single processes: `sluice dev`
+// SIGKILLed mid-load and while its cleaner compacts (StartDev, in
+// devprocess.go), and under hostile clients and corrupted tiered objects
+// with its memory and goroutines watched; `sluice sink` processes of
+// both kinds killed at every failpoint, as zombies, and with their gateway
+// killed (sinkproc_test.go, sinks3proc_test.go); and secured broker and
+// gateway processes. Binary builds the sluice binary (with -tags
+// sluice_failpoints) once per test binary; cmd/sluice's tests use it and
+// StartDev too.
+//
 // One seed drives every random choice of a test; it is printed at the start
-// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_FAULTTEST_BIN
+// and on failure, and SLUICE_FAULT_SEED replays it. SLUICE_TEST_BINARY
 // runs a prebuilt sluice binary instead of building ./cmd/sluice.
 //
 // Run (ZooKeeper comes from the test services):

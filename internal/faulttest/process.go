@@ -22,15 +22,30 @@ var build struct {
 }
 
 // EnvBinary names a prebuilt sluice binary to run instead of building one
-// (a release build, or a known-good build while the tree does not compile).
-const EnvBinary = "SLUICE_FAULTTEST_BIN"
+// (a release build, an older build, or a known-good build while the tree
+// does not compile). EnvBinaryAlias is its older name, still read.
+const (
+	EnvBinary      = "SLUICE_TEST_BINARY"
+	EnvBinaryAlias = "SLUICE_FAULTTEST_BIN"
+)
 
-// Binary builds ./cmd/sluice into a temporary directory, once per test
-// binary, and returns its path (or the one EnvBinary names).
+// prebuilt returns the binary EnvBinary (or EnvBinaryAlias) names, "" when
+// neither is set.
+func prebuilt() string {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p
+	}
+	return os.Getenv(EnvBinaryAlias)
+}
+
+// Binary builds ./cmd/sluice with -tags sluice_failpoints into a temporary
+// directory, once per test binary, and returns its path (or the one
+// EnvBinary names). Every package whose tests call it removes the build
+// from its TestMain with RemoveBinary.
 func Binary(t testing.TB) string {
 	t.Helper()
 	build.Do(func() {
-		if p := os.Getenv(EnvBinary); p != "" {
+		if p := prebuilt(); p != "" {
 			build.path, build.err = filepath.Abs(p)
 			return
 		}
@@ -60,7 +75,7 @@ func Binary(t testing.TB) string {
 // RemoveBinary deletes the binary Binary built, if it built one; call it
 // from TestMain after the tests ran.
 func RemoveBinary() {
-	if build.path != "" && os.Getenv(EnvBinary) == "" {
+	if build.path != "" && prebuilt() == "" {
 		_ = os.RemoveAll(filepath.Dir(build.path))
 	}
 }

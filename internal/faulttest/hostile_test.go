@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ import (
 // and error code), and that the process's resident memory (VmRSS from
 // /proc) and goroutines (go_goroutines from /metrics) come back to within
 // a small margin of where they were before it. The peak of each is logged
-// as a table at the end: `go test -v -run TestHostileProcess ./cmd/sluice`
+// as a table at the end: `go test -v -run TestHostileProcess ./internal/faulttest`
 // prints the figures.
 //
 // The process runs with GOMEMLIMIT, as README advises for production: Go
@@ -53,7 +53,7 @@ const (
 
 // hostileProc is a `sluice dev` process watched from outside.
 type hostileProc struct {
-	*devProcess
+	*DevProcess
 	pid     int
 	results []attackResult
 }
@@ -88,7 +88,7 @@ func (h *hostileProc) rss(t *testing.T) int64 {
 // process: the gateway and brokers share one runtime).
 func (h *hostileProc) goroutines() (int, error) {
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(h.base + "/metrics")
+	resp, err := c.Get(h.URL + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +110,7 @@ func (h *hostileProc) goroutines() (int, error) {
 func (h *hostileProc) attack(t *testing.T, name string, f func(t *testing.T)) {
 	t.Run(name, func(t *testing.T) {
 		select {
-		case <-h.done:
+		case <-h.Done():
 			t.Fatal("sluice dev is gone")
 		default:
 		}
@@ -171,8 +171,8 @@ func (h *hostileProc) attack(t *testing.T, name string, f func(t *testing.T)) {
 		for deadline := time.Now().Add(90 * time.Second); !back(); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				// The process's goroutines go to the log with its stderr.
-				_ = h.cmd.Process.Signal(syscall.SIGQUIT)
-				<-h.done
+				_ = h.Signal(syscall.SIGQUIT)
+				<-h.Done()
 				t.Fatalf("90 s after the attack: RSS %d MiB (%d before), %d goroutines (%d before)",
 					r.afterRSS>>20, r.baseRSS>>20, r.afterG, r.baseG)
 			}
@@ -249,14 +249,14 @@ func TestHostileProcess(t *testing.T) {
 	// the same attacks against it (its answers fail the checks, the table
 	// still shows what they cost it).
 	dataDir := t.TempDir()
-	p := startDevEnv(t, dataDir, []string{hostileMemLimit, "SLUICE_LIMITS=" + strings.Join([]string{
+	p := StartDevEnv(t, dataDir, []string{hostileMemLimit, "SLUICE_LIMITS=" + strings.Join([]string{
 		fmt.Sprintf("%s=%d", api.LimitProduceMemoryBytes, hostileBudget),
 		fmt.Sprintf("%s=%d", api.LimitWriteTimeoutMs, writeTimeout.Milliseconds()),
 		fmt.Sprintf("%s=%d", api.LimitReadTimeoutMs, readTimeout.Milliseconds()),
 	}, ",")})
-	h := &hostileProc{devProcess: p, pid: p.cmd.Process.Pid}
-	hostileDo(t, "POST", p.base+"/v1/topics", "application/json", []byte(`{"name":"t","partitions":4}`))
-	waitSettled(t, p.base, "t")
+	h := &hostileProc{DevProcess: p, pid: p.Pid()}
+	hostileDo(t, "POST", p.URL+"/v1/topics", "application/json", []byte(`{"name":"t","partitions":4}`))
+	waitSettled(t, p.URL, "t")
 	// The first group creates __consumer_offsets (8 partitions, their
 	// replicas and follower loops): made before the attacks, so that none
 	// of them is charged for it.
@@ -264,25 +264,25 @@ func TestHostileProcess(t *testing.T) {
 	defer cancel()
 	// (A build without group WebSockets, run through SLUICE_TEST_BINARY,
 	// has no such topic to make.)
-	if wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/v1/groups/warm-up/ws?topics=t", nil); err != nil {
+	if wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.URL, "http")+"/v1/groups/warm-up/ws?topics=t", nil); err != nil {
 		t.Logf("no warm-up group: %v", err)
 	} else {
 		if _, _, err := wc.Read(ctx); err != nil {
 			t.Fatalf("the warm-up member's assignment: %v", err)
 		}
 		wc.Close(websocket.StatusNormalClosure, "")
-		waitSettled(t, p.base, "__consumer_offsets")
+		waitSettled(t, p.URL, "__consumer_offsets")
 	}
 	defer func() { t.Logf("sluice dev under attack:\n%s", h.table()) }()
 
-	h.attack(t, "3,000,000 empty records", func(t *testing.T) { attackRecordCount(t, p.base) })
-	h.attack(t, "strict input", func(t *testing.T) { attackStrictInput(t, p.base) })
-	h.attack(t, "8 concurrent 31 MiB bodies", func(t *testing.T) { attackLargeBodies(t, p.base) })
+	h.attack(t, "3,000,000 empty records", func(t *testing.T) { attackRecordCount(t, p.URL) })
+	h.attack(t, "strict input", func(t *testing.T) { attackStrictInput(t, p.URL) })
+	h.attack(t, "8 concurrent 31 MiB bodies", func(t *testing.T) { attackLargeBodies(t, p.URL) })
 	h.attack(t, "slow-loris headers and bodies", func(t *testing.T) { attackSlowLoris(t, h, readTimeout) })
 
 	// 16 MiB in partition 0 of "big": more than the sockets of both ends
 	// hold, for the clients that never read.
-	hostileDo(t, "POST", p.base+"/v1/topics", "application/json", []byte(`{"name":"big","partitions":1}`))
+	hostileDo(t, "POST", p.URL+"/v1/topics", "application/json", []byte(`{"name":"big","partitions":1}`))
 	value := strings.Repeat("x", 100<<10)
 	for range 16 {
 		var body bytes.Buffer
@@ -294,18 +294,18 @@ func TestHostileProcess(t *testing.T) {
 			fmt.Fprintf(&body, `{"value":%q}`, value)
 		}
 		body.WriteString(`]}`)
-		if a := hostileDo(t, "POST", p.base+"/v1/topics/big/records", "application/json", body.Bytes()); a.status != 200 {
+		if a := hostileDo(t, "POST", p.URL+"/v1/topics/big/records", "application/json", body.Bytes()); a.status != 200 {
 			t.Fatalf("producing into big: %d %s", a.status, a.body)
 		}
 	}
 	h.attack(t, "clients that never read", func(t *testing.T) { attackNeverRead(t, h, writeTimeout) })
-	h.attack(t, "1,000 idle WebSockets", func(t *testing.T) { attackIdleWebSockets(t, p.base) })
-	h.attack(t, "WebSocket credit -1, 0, 2^63, junk", func(t *testing.T) { attackBadFrames(t, p.base) })
-	h.attack(t, "forged batch to a broker", func(t *testing.T) { attackForgedBatch(t, p.base) })
-	h.attack(t, "acks=0 flood", func(t *testing.T) { attackAcks0(t, p.base) })
-	h.attack(t, "10,000 producer ids", func(t *testing.T) { attackProducerIDs(t, p.base) })
-	rot := prepareRot(t, p.base, dataDir, 5000)
-	h.attack(t, "corrupt objects in the bucket", func(t *testing.T) { attackCorruptObjects(t, p.base, rot) })
+	h.attack(t, "1,000 idle WebSockets", func(t *testing.T) { attackIdleWebSockets(t, p.URL) })
+	h.attack(t, "WebSocket credit -1, 0, 2^63, junk", func(t *testing.T) { attackBadFrames(t, p.URL) })
+	h.attack(t, "forged batch to a broker", func(t *testing.T) { attackForgedBatch(t, p.URL) })
+	h.attack(t, "acks=0 flood", func(t *testing.T) { attackAcks0(t, p.URL) })
+	h.attack(t, "10,000 producer ids", func(t *testing.T) { attackProducerIDs(t, p.URL) })
+	rot := prepareRot(t, p.URL, dataDir, 5000)
+	h.attack(t, "corrupt objects in the bucket", func(t *testing.T) { attackCorruptObjects(t, p.URL, rot) })
 }
 
 // emptyRecordsBody is {"records":[{},{},...]} with n records.
@@ -396,7 +396,7 @@ func attackLargeBodies(t *testing.T, base string) {
 // body cut off is answered 400 INVALID_REQUEST; the produce memory the
 // bodies held is given back.
 func attackSlowLoris(t *testing.T, h *hostileProc, readTimeout time.Duration) {
-	addr := strings.TrimPrefix(h.base, "http://")
+	addr := strings.TrimPrefix(h.URL, "http://")
 	head := "POST /v1/topics/t/records HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
 	type result struct {
 		status string
@@ -463,7 +463,7 @@ func attackSlowLoris(t *testing.T, h *hostileProc, readTimeout time.Duration) {
 		t.Errorf("%d slow bodies were answered 400, want %d", answered, n)
 	}
 	testwait.For(t, 10*time.Second, "the produce memory given back", func() bool {
-		v, err := scrapeMetric(strings.TrimPrefix(h.base, "http://"), "sluice_gateway_produce_memory_bytes")
+		v, err := scrapeMetric(strings.TrimPrefix(h.URL, "http://"), "sluice_gateway_produce_memory_bytes")
 		return err == nil && v == 0
 	})
 }
@@ -474,7 +474,7 @@ func attackSlowLoris(t *testing.T, h *hostileProc, readTimeout time.Duration) {
 // hold their ends open; the goroutines serving them are gone before the
 // clients close anything.
 func attackNeverRead(t *testing.T, h *hostileProc, writeTimeout time.Duration) {
-	addr := strings.TrimPrefix(h.base, "http://")
+	addr := strings.TrimPrefix(h.URL, "http://")
 	reqs := map[string]string{
 		"batches":   "GET /v1/topics/big/partitions/0/batches?offset=0&max_bytes=67108864 HTTP/1.1\r\nHost: {host}\r\n\r\n",
 		"records":   "GET /v1/topics/big/partitions/0/records?offset=0&max_records=10000&max_bytes=67108864 HTTP/1.1\r\nHost: {host}\r\n\r\n",

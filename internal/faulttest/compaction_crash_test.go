@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"bytes"
@@ -28,12 +28,12 @@ func TestKillNineWhileCleaning(t *testing.T) {
 	t.Logf("seed %d", seed)
 	dir := t.TempDir()
 	flags := []string{"--cleaner-interval", "20ms"}
-	p := startDev(t, dir, flags...)
+	p := StartDev(t, dir, flags...)
 	post := func(base, path string, body any) (*http.Response, error) {
 		b, _ := json.Marshal(body)
 		return http.Post(base+path, "application/json", bytes.NewReader(b))
 	}
-	resp, err := post(p.base, "/v1/topics", api.CreateTopicRequest{Name: "kv", Partitions: 1, Configs: map[string]string{
+	resp, err := post(p.URL, "/v1/topics", api.CreateTopicRequest{Name: "kv", Partitions: 1, Configs: map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
 	}})
 	if err != nil || resp.StatusCode != 201 {
@@ -63,7 +63,7 @@ func TestKillNineWhileCleaning(t *testing.T) {
 						k := fmt.Sprintf("key-%02d", (i*10+j+w)%keys)
 						recs = append(recs, map[string]any{"key": k, "value": fmt.Sprintf("%d-%d-%d-%d", kill, w, i, j)})
 					}
-					resp, err := post(p.base, "/v1/topics/kv/records?acks=all", map[string]any{"records": recs})
+					resp, err := post(p.URL, "/v1/topics/kv/records?acks=all", map[string]any{"records": recs})
 					if err != nil {
 						return
 					}
@@ -87,18 +87,18 @@ func TestKillNineWhileCleaning(t *testing.T) {
 			}()
 		}
 		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
-		p.kill()
+		p.Kill()
 		cancel()
 		wg.Wait()
-		p = startDev(t, dir, flags...)
+		p = StartDev(t, dir, flags...)
 		// Every replica is back in the ISR within the wait: followers that
 		// caught up after the restart rejoin it.
-		waitTopic(t, p.base, "kv", true)
+		waitTopic(t, p.URL, "kv", true)
 
 		// Read the whole partition.
 		got := map[string]ack{}
 		n, prev := 0, int64(-1)
-		readPartition(t, p.base, "kv", 0, func(r api.FetchedRecord, v string) {
+		readPartition(t, p.URL, "kv", 0, func(r api.FetchedRecord, v string) {
 			if r.Offset <= prev {
 				t.Fatalf("offset %d after %d", r.Offset, prev)
 			}

@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"fmt"
@@ -74,9 +74,9 @@ func TestSinkRedisCrashLoop(t *testing.T) {
 		"--redis", "redis://" + testsvc.Redis(t) + "/0", "--prefix", prefix, "--instance-id", "crash-sink",
 		"--session-timeout", "5s", "--max-records", "40"}
 	start := func(failpoint string) *exec.Cmd {
-		cmd := exec.Command(sluiceBinary(t), args...)
+		cmd := exec.Command(Binary(t), args...)
 		cmd.Env = append(os.Environ(), failpointEnv(t, failpoint))
-		cmd.Stderr = logWriter{t, "sluice sink: "}
+		cmd.Stderr = LogWriter(t, "sluice sink: ")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

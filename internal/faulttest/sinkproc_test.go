@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"bufio"
@@ -57,9 +57,9 @@ func startSinkProcess(t *testing.T, name string, args []string, env ...string) *
 // environment; its stderr goes to t.Log prefixed with name.
 func startSluiceProcess(t *testing.T, name string, args []string, env ...string) *sinkProcess {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), args...)
+	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = logWriter{t, name + ": "}
+	cmd.Stderr = LogWriter(t, name+": ")
 	ready := make(chan struct{})
 	cmd.Stdout = &lineWatcher{t: t, prefix: name + ": ", marker: sinkReadyLine, seen: ready}
 	if err := cmd.Start(); err != nil {
@@ -83,7 +83,7 @@ func startSluiceProcess(t *testing.T, name string, args []string, env ...string)
 // would test less than it says.
 func failpointEnv(t *testing.T, spec string) string {
 	t.Helper()
-	bin := sluiceBinary(t)
+	bin := Binary(t)
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		t.Fatalf("%s: reading its build settings: %v", bin, err)

@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func twoGatewayCluster(t *testing.T) (*embedtest.Cluster, []string) {
 	c := embedtest.Start(t, embedtest.Options{Brokers: 1})
 	sess := c.Store.Session()
 	gw2, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Coord: sess, Version: "test", OpenAPI: sluice.OpenAPI,
-		Logger: slog.New(slog.NewTextHandler(logWriter{t, "gateway 2: "}, &slog.HandlerOptions{Level: slog.LevelWarn})), OffsetsTopicPartitions: 4})
+		Logger: slog.New(slog.NewTextHandler(LogWriter(t, "gateway 2: "), &slog.HandlerOptions{Level: slog.LevelWarn})), OffsetsTopicPartitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,132 +1,17 @@
-package main
+package faulttest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
 )
-
-// buildSluice compiles the binary once per test run (or takes the one
-// SLUICE_TEST_BINARY names).
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-func sluiceBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		// SLUICE_TEST_BINARY runs the process tests against another build.
-		if bin := os.Getenv("SLUICE_TEST_BINARY"); bin != "" {
-			buildOnce.path = bin
-			return
-		}
-		dir, err := os.MkdirTemp("", "sluice-bin-")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-tags", "sluice_failpoints", "-o", buildOnce.path, ".").CombinedOutput()
-		if err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
-	}
-	return buildOnce.path
-}
-
-// devProcess is a `sluice dev` child process.
-type devProcess struct {
-	cmd  *exec.Cmd
-	base string
-	done chan struct{}
-}
-
-var gatewayLine = regexp.MustCompile(`gateway (http://127\.0\.0\.1:\d+)`)
-
-// startDev starts `sluice dev` (with extra flags) on a free loopback port
-// over dataDir and waits until it is ready. Its output goes to t.Log.
-func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
-	t.Helper()
-	return startDevEnv(t, dataDir, nil, extra...)
-}
-
-// startDevEnv is startDev with env (NAME=value) added to the process's
-// environment.
-func startDevEnv(t *testing.T, dataDir string, env []string, extra ...string) *devProcess {
-	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir, "--log-level", "warn"}, extra...)...)
-	cmd.Env = append(append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA="), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logWriter{t, "sluice dev: "}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &devProcess{cmd: cmd, done: make(chan struct{})}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := gatewayLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
-	select {
-	case p.base = <-found:
-	case <-p.done:
-		t.Fatal("sluice dev exited before it was up")
-	case <-time.After(30 * time.Second):
-		t.Fatal("sluice dev did not print its address")
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(p.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice dev not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL and waits for the process to go.
-func (p *devProcess) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
 
 // waitSettled waits until every partition of topic has a leader, its full ISR,
 // and an HW at its log end: what a restarted cluster reaches once its
@@ -197,30 +82,18 @@ func readPartition(t *testing.T, base, topic string, partition int32, f func(r a
 	}
 }
 
-type logWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w logWriter) Write(b []byte) (int, error) {
-	for _, l := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
-		w.t.Log(w.prefix + string(l))
-	}
-	return len(b), nil
-}
-
 // TestKillNineKeepsAckedRecords produces unique values from several writers,
 // kills the process with SIGKILL mid-load, restarts it on the same data
 // directory and checks that every acknowledged record is there exactly once,
 // with dense offsets per partition.
 func TestKillNineKeepsAckedRecords(t *testing.T) {
 	dir := t.TempDir()
-	p := startDev(t, dir)
+	p := StartDev(t, dir)
 	post := func(base, path string, body any) (*http.Response, error) {
 		b, _ := json.Marshal(body)
 		return http.Post(base+path, "application/json", bytes.NewReader(b))
 	}
-	resp, err := post(p.base, "/v1/topics", api.CreateTopicRequest{Name: "crash", Partitions: 3})
+	resp, err := post(p.URL, "/v1/topics", api.CreateTopicRequest{Name: "crash", Partitions: 3})
 	if err != nil || resp.StatusCode != 201 {
 		t.Fatalf("create topic: %v %v", resp, err)
 	}
@@ -240,7 +113,7 @@ func TestKillNineKeepsAckedRecords(t *testing.T) {
 				for j := 0; j < 20; j++ {
 					recs = append(recs, map[string]any{"key": fmt.Sprintf("w%d", w), "value": fmt.Sprintf("w%d-%d-%d", w, i, j)})
 				}
-				resp, err := post(p.base, "/v1/topics/crash/records", map[string]any{"records": recs})
+				resp, err := post(p.URL, "/v1/topics/crash/records", map[string]any{"records": recs})
 				if err != nil {
 					return // the process is gone: outcome unknown, not acked
 				}
@@ -269,19 +142,19 @@ func TestKillNineKeepsAckedRecords(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.kill()
+	p.Kill()
 	cancel()
 	wg.Wait()
 	if len(acked) == 0 {
 		t.Fatal("nothing was acknowledged before the kill")
 	}
 
-	p = startDev(t, dir)
-	waitSettled(t, p.base, "crash")
+	p = StartDev(t, dir)
+	waitSettled(t, p.URL, "crash")
 	seen := map[string]api.RecordOffset{}
 	for part := int32(0); part < 3; part++ {
 		next := int64(0)
-		readPartition(t, p.base, "crash", part, func(r api.FetchedRecord, v string) {
+		readPartition(t, p.URL, "crash", part, func(r api.FetchedRecord, v string) {
 			if r.Offset != next {
 				t.Fatalf("partition %d: offset %d where %d was expected (gap or repeat)", part, r.Offset, next)
 			}

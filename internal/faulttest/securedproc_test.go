@@ -1,4 +1,4 @@
-package main
+package faulttest
 
 import (
 	"bufio"
@@ -31,13 +31,13 @@ var listeningLine = regexp.MustCompile(`listening on (?:http://)?(127\.0\.0\.1:\
 // address it prints once it listens; stderr goes to t.Log.
 func startListening(t *testing.T, name string, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(sluiceBinary(t), args...)
+	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = append(append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA=", "SLUICE_ZK=", "SLUICE_AUTH=", "SLUICE_CLUSTER_SECRET=", "SLUICE_BOOTSTRAP_TOKEN="), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = logWriter{t, name + ": "}
+	cmd.Stderr = LogWriter(t, name+": ")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestSecuredClusterProcesses(t *testing.T) {
 	}
 
 	// Without the secret: a clear refusal at start.
-	out, err := exec.Command(sluiceBinary(t), "broker", "--id", "1", "--auth", "required", "--zk", zk, "--data", filepath.Join(dir, "nosecret")).CombinedOutput()
+	out, err := exec.Command(Binary(t), "broker", "--id", "1", "--auth", "required", "--zk", zk, "--data", filepath.Join(dir, "nosecret")).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || !strings.Contains(string(out), "--auth required needs the cluster secret") {
 		t.Fatalf("a broker with --auth required and no secret: %v\n%s", err, out)
