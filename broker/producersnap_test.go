@@ -75,7 +75,11 @@ func TestFollowerThatStartsOverKeepsProducers(t *testing.T) {
 	// Only the follower that started over is left to lead.
 	c.StopBroker(int(other))
 	c.StopBroker(int(p.Leader))
-	now := c.waitFor("the follower that started over leads", func(q api.PartitionInfo) bool { return q.Leader == away })
+	// Leads: named leader, and answering with its log end (-1 until the new
+	// leader has applied its leadership), which holds the first batch.
+	now := c.waitFor("the follower that started over leads", func(q api.PartitionInfo) bool {
+		return q.Leader == away && q.LogEndOffset > first.LastOffset
+	})
 	retry, err := bc.Produce(ctx, c.Brokers[away-1].Addr(), "r", 0, "1", 5*time.Second, now.LeaderEpoch, idem)
 	if err != nil {
 		t.Fatalf("retry on the new leader: %v", err)

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -232,7 +233,7 @@ func TestDashboard(t *testing.T) {
 			if f.input == "filter-header" {
 				// Download what the filter shows, as NDJSON.
 				tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-download")))
-				lines := waitDownload(t, downloads)
+				lines := waitDownload(t, downloads, expect)
 				if len(lines) != expect {
 					t.Errorf("NDJSON download: %d lines, want %d", len(lines), expect)
 				}
@@ -508,29 +509,35 @@ type ndjsonLine struct {
 	Headers   map[string]string `json:"headers"`
 }
 
-// waitDownload waits for one finished .ndjson file in dir and parses it.
-func waitDownload(t *testing.T, dir string) []ndjsonLine {
+// waitDownload waits for one .ndjson file in dir holding want lines, and
+// parses it. Chromium may show the file under its final name before the
+// last bytes are in it, so a short or empty file is read again until it
+// holds want lines or the wait ends (a failure naming what it held).
+func waitDownload(t *testing.T, dir string, want int) []ndjsonLine {
 	t.Helper()
-	var matches []string
-	testwait.Check(t, 10*time.Second, "the NDJSON download", func() error {
-		if matches, _ = filepath.Glob(filepath.Join(dir, "*.ndjson")); len(matches) != 1 {
+	var out []ndjsonLine
+	testwait.Check(t, 10*time.Second, fmt.Sprintf("an NDJSON download of %d lines", want), func() error {
+		matches, _ := filepath.Glob(filepath.Join(dir, "*.ndjson"))
+		if len(matches) != 1 {
 			return fmt.Errorf("no single NDJSON download in %s (found %v)", dir, matches)
+		}
+		b, err := os.ReadFile(matches[0])
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var l ndjsonLine
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				return fmt.Errorf("NDJSON line %q: %v", sc.Text(), err)
+			}
+			out = append(out, l)
+		}
+		if len(out) != want {
+			return fmt.Errorf("NDJSON download: %d lines, want %d", len(out), want)
 		}
 		return nil
 	})
-	f, err := os.Open(matches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []ndjsonLine
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l ndjsonLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("NDJSON line %q: %v", sc.Text(), err)
-		}
-		out = append(out, l)
-	}
 	return out
 }
