@@ -205,7 +205,11 @@ func TestLeaderFailoverAndPreferredLeaderReturns(t *testing.T) {
 	}
 	before := c.waitFor("full ISR before the failover", func(p api.PartitionInfo) bool { return len(p.ISR) == 3 })
 	c.StopBroker(int(before.Leader))
-	after := c.waitFor("a new leader", func(p api.PartitionInfo) bool { return p.Leader >= 0 && p.Leader != before.Leader })
+	// A new leader answering: the metadata names it before it has applied
+	// the leadership, and until then the partition's HW reads -1.
+	after := c.waitFor("a new leader", func(p api.PartitionInfo) bool {
+		return p.Leader >= 0 && p.Leader != before.Leader && p.HighWatermark >= 0
+	})
 	if after.LeaderEpoch <= before.LeaderEpoch || slices.Contains(after.ISR, before.Leader) {
 		t.Fatalf("after failover %+v (before %+v)", after, before)
 	}
