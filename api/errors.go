@@ -73,6 +73,7 @@ const (
 	CodeGroupMaxSize        Code = "GROUP_MAX_SIZE_REACHED"
 	CodeTooManyGroups       Code = "TOO_MANY_GROUPS"
 	CodePolicyViolation     Code = "POLICY_VIOLATION"
+	CodeGroupManaged        Code = "GROUP_MANAGED"
 
 	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 	CodeNotAuthorized    Code = "NOT_AUTHORIZED"
@@ -134,6 +135,7 @@ var table = map[Code]Spec{
 	CodeGroupMaxSize:        {409, false, "the group has as many members as it may hold"},
 	CodeTooManyGroups:       {409, false, "the group's coordinator holds as many groups as it may; delete unused groups"},
 	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
+	CodeGroupManaged:        {409, false, "the group belongs to a push subscription: only its pushers join it, and its offsets move through /v1/push"},
 
 	CodeUnauthenticated:  {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
 	CodeNotAuthorized:    {403, false, "the principal may not perform this operation on this resource"},

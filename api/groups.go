@@ -2,6 +2,7 @@ package api
 
 import (
 	"regexp"
+	"strings"
 )
 
 // OffsetsTopic is the internal, compacted topic that holds every consumer
@@ -45,7 +46,36 @@ const (
 const (
 	MemberKindHTTP = "http"
 	MemberKindWS   = "ws"
+	// MemberKindPush is a gateway's pusher in a push subscription's group.
+	MemberKindPush = "push"
 )
+
+// PushGroupPrefix starts the id of every push subscription's group
+// (push.<subscription>). Such a group is managed: only pushers join it,
+// and its offsets move through the subscription's routes, never the
+// group routes (GROUP_MANAGED).
+const PushGroupPrefix = "push."
+
+// IsPushGroup reports whether group belongs to a push subscription.
+func IsPushGroup(group string) bool { return strings.HasPrefix(group, PushGroupPrefix) }
+
+// Group kinds, as GET /v1/groups lists them.
+const (
+	GroupKindPull = "pull"
+	GroupKindPush = "push"
+)
+
+// GroupKind is push for a push subscription's group, else pull.
+func GroupKind(group string) string {
+	if IsPushGroup(group) {
+		return GroupKindPush
+	}
+	return GroupKindPull
+}
+
+// MaxCommitMetadataBytes bounds the metadata a commit stores with an offset
+// (Kafka's offset.metadata.max.bytes).
+const MaxCommitMetadataBytes = 4096
 
 // TopicPartition names one partition.
 type TopicPartition struct {
@@ -120,6 +150,10 @@ type PartitionOffset struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
+	// Metadata is stored with a committed offset and read back with it (at
+	// most MaxCommitMetadataBytes); a push subscription keeps the head
+	// record's attempt count there.
+	Metadata string `json:"metadata,omitempty"`
 }
 
 // CommitRequest is the body of POST /v1/groups/{group}/offsets: explicit
@@ -157,11 +191,12 @@ type GroupMember struct {
 type GroupPartitionLag struct {
 	Topic           string `json:"topic"`
 	Partition       int32  `json:"partition"`
-	CommittedOffset int64  `json:"committed_offset"` // -1: none
-	HighWatermark   int64  `json:"high_watermark"`   // -1: unknown (leader unreachable)
-	Lag             int64  `json:"lag"`              // records; -1 when unknown
-	LagMs           int64  `json:"lag_ms"`           // now - timestamp of the first unconsumed record; 0 without lag, -1 unknown
-	Owner           string `json:"owner,omitempty"`  // member id
+	CommittedOffset int64  `json:"committed_offset"`   // -1: none
+	HighWatermark   int64  `json:"high_watermark"`     // -1: unknown (leader unreachable)
+	Lag             int64  `json:"lag"`                // records; -1 when unknown
+	LagMs           int64  `json:"lag_ms"`             // now - timestamp of the first unconsumed record; 0 without lag, -1 unknown
+	Owner           string `json:"owner,omitempty"`    // member id
+	Metadata        string `json:"metadata,omitempty"` // stored with the committed offset
 }
 
 // Group states.
@@ -174,6 +209,7 @@ const (
 // GroupDescription answers GET /v1/groups/{group}.
 type GroupDescription struct {
 	Group      string              `json:"group"`
+	Kind       string              `json:"kind"` // pull, or push for a push subscription's group
 	State      string              `json:"state"`
 	GroupEpoch int32               `json:"group_epoch"`
 	Assignor   string              `json:"assignor,omitempty"`
@@ -184,6 +220,7 @@ type GroupDescription struct {
 // GroupSummary is one row of GET /v1/groups.
 type GroupSummary struct {
 	Group   string `json:"group"`
+	Kind    string `json:"kind"` // pull, or push for a push subscription's group
 	State   string `json:"state"`
 	Members int    `json:"members"`
 }

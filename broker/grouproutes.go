@@ -139,7 +139,7 @@ func (b *Broker) handleStartPoll(w http.ResponseWriter, r *http.Request) {
 			res = brokerapi.GroupPollPlan{MemberEpoch: plan.MemberEpoch, Assignment: plan.Assignment, Grants: plan.Grants,
 				Starts: make([]brokerapi.GroupStart, len(plan.Starts)), SessionTimeoutMs: plan.SessionTimeout.Milliseconds()}
 			for i, s := range plan.Starts {
-				res.Starts[i] = brokerapi.GroupStart{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Reset: s.Reset}
+				res.Starts[i] = brokerapi.GroupStart{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Reset: s.Reset, Metadata: s.Metadata}
 			}
 			return nil
 		})
@@ -235,6 +235,9 @@ func (b *Broker) handleSetOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
+			if req.Managed {
+				return st.SeekManaged(group, req.Offsets, now)
+			}
 			return st.SetOffsets(group, req.Offsets, now)
 		}, nil)
 		if err == nil {
@@ -265,9 +268,10 @@ func (b *Broker) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 
 func (b *Broker) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group := chi.URLParam(r, "group")
+	managed := r.URL.Query().Get("managed") == "true"
 	b.withCoordinator(w, r, group, func(gc *groupCoordinator) error {
 		err := gc.run(r.Context(), func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
-			return st.Delete(group)
+			return st.Delete(group, managed)
 		}, nil)
 		if err == nil {
 			w.WriteHeader(http.StatusNoContent)

@@ -44,6 +44,8 @@ type GroupStart struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Reset     string `json:"reset"`
+	// Metadata is the committed offset's, when Offset is the committed one.
+	Metadata string `json:"metadata,omitempty"`
 }
 
 // GroupPollPlan answers a poll start.
@@ -60,9 +62,12 @@ type GroupPositions struct {
 	Positions []api.PartitionOffset `json:"positions"`
 }
 
-// GroupSetOffsets writes offsets of an empty group.
+// GroupSetOffsets writes offsets of an empty group; with Managed, of a
+// push subscription's group, members or not (its seek: owned partitions
+// are granted again, so their owners restart from the new offsets).
 type GroupSetOffsets struct {
 	Offsets []api.PartitionOffset `json:"offsets"`
+	Managed bool                  `json:"managed,omitempty"`
 }
 
 func (c *Client) groupURL(addr, route, group, member string) string {
@@ -140,6 +145,19 @@ func (c *Client) SetGroupOffsets(ctx context.Context, addr, group string, offs [
 	var res api.CommitResponse
 	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupSetOffset, group, ""), GroupSetOffsets{Offsets: offs}, &res)
 	return res, err
+}
+
+// SeekManagedGroup writes the offsets of a push subscription's group,
+// members or not.
+func (c *Client) SeekManagedGroup(ctx context.Context, addr, group string, offs []api.PartitionOffset) (api.CommitResponse, error) {
+	var res api.CommitResponse
+	err := c.groupCall(ctx, http.MethodPost, c.groupURL(addr, PathGroupSetOffset, group, ""), GroupSetOffsets{Offsets: offs, Managed: true}, &res)
+	return res, err
+}
+
+// DeleteManagedGroup deletes a push subscription's group with no members.
+func (c *Client) DeleteManagedGroup(ctx context.Context, addr, group string) error {
+	return c.groupCall(ctx, http.MethodDelete, c.groupURL(addr, PathGroup, group, "")+"?managed=true", nil, nil)
 }
 
 // DescribeGroup returns a group as its coordinator holds it (lag not filled).

@@ -12,7 +12,7 @@ func (s *State) Describe(group string) (api.GroupDescription, bool) {
 	if g == nil {
 		return api.GroupDescription{}, false
 	}
-	d := api.GroupDescription{Group: g.ID, State: g.State(), GroupEpoch: g.Epoch, Assignor: g.Assignor,
+	d := api.GroupDescription{Group: g.ID, Kind: api.GroupKind(g.ID), State: g.State(), GroupEpoch: g.Epoch, Assignor: g.Assignor,
 		Members: []api.GroupMember{}, Partitions: []api.GroupPartitionLag{}}
 	rows := map[api.TopicPartition]*api.GroupPartitionLag{}
 	row := func(tp api.TopicPartition) *api.GroupPartitionLag {
@@ -34,7 +34,7 @@ func (s *State) Describe(group string) (api.GroupDescription, bool) {
 		}
 	}
 	for tp, ov := range g.Offsets {
-		row(tp).CommittedOffset = ov.Offset
+		row(tp).CommittedOffset, row(tp).Metadata = ov.Offset, ov.Metadata
 	}
 	tps := make([]api.TopicPartition, 0, len(rows))
 	for tp := range rows {
@@ -50,5 +50,5 @@ func (s *State) Describe(group string) (api.GroupDescription, bool) {
 // Summary is a group's row in GET /v1/groups.
 func (s *State) Summary(group string) api.GroupSummary {
 	g := s.groups[group]
-	return api.GroupSummary{Group: g.ID, State: g.State(), Members: len(g.Members)}
+	return api.GroupSummary{Group: g.ID, Kind: api.GroupKind(g.ID), State: g.State(), Members: len(g.Members)}
 }

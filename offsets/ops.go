@@ -87,6 +87,9 @@ func ValidateJoin(req api.JoinGroupRequest, kind string, meta Metadata) (JoinPar
 // member (assignment and all) to newID and fences the old id. It returns the
 // records to append and the id of the joined member.
 func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.Time) ([]Record, error) {
+	if err := checkKind(group, p.Kind); err != nil {
+		return nil, err
+	}
 	if err := s.checkNewGroup(group); err != nil {
 		return nil, err
 	}
@@ -137,6 +140,18 @@ func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.
 	retarget(next, meta)
 	reconcile(next, m)
 	return []Record{groupRecord(next)}, nil
+}
+
+// checkKind keeps push subscriptions' groups to their pushers, and pushers
+// to those groups.
+func checkKind(group, kind string) error {
+	switch push := api.IsPushGroup(group); {
+	case push && kind != api.MemberKindPush:
+		return api.Errorf(api.CodeGroupManaged, "group %q belongs to a push subscription; only its pushers join it", group)
+	case !push && kind == api.MemberKindPush:
+		return api.Errorf(api.CodeInvalidRequest, "a pusher joins only a push subscription's group (%s*), not %q", api.PushGroupPrefix, group)
+	}
+	return nil
 }
 
 // reconcile moves m toward its target: partitions it should no longer hold
@@ -280,6 +295,9 @@ type Start struct {
 	// Reset (earliest, latest, none) against the partition.
 	Offset int64
 	Reset  string
+	// Metadata is the committed offset's, when the start is the committed
+	// offset.
+	Metadata string
 }
 
 // PollPlan is what a poll reads.
@@ -307,7 +325,7 @@ func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 		if off, ok := previousPosition(m, cursor, tp); ok {
 			st.Offset = off
 		} else if c, ok := g.Offsets[tp]; ok {
-			st.Offset = c.Offset
+			st.Offset, st.Metadata = c.Offset, c.Metadata
 		}
 		plan.Starts = append(plan.Starts, st)
 	}
@@ -355,8 +373,10 @@ func (s *State) Commit(group, id string, epoch int32, offsets []api.PartitionOff
 			return nil, api.Errorf(api.CodeFencedMemberEpoch, "member %q does not own %s/%d", id, o.Topic, o.Partition)
 		case epoch < grant || epoch > m.Epoch:
 			return nil, api.Errorf(api.CodeFencedMemberEpoch, "member %q holds %s/%d since epoch %d (now at %d); the commit names epoch %d", id, o.Topic, o.Partition, grant, m.Epoch, epoch)
+		case len(o.Metadata) > api.MaxCommitMetadataBytes:
+			return nil, api.Errorf(api.CodeInvalidRequest, "%s/%d: metadata is %d bytes, more than %d", o.Topic, o.Partition, len(o.Metadata), api.MaxCommitMetadataBytes)
 		}
-		recs = append(recs, offsetRecord(group, tp, OffsetValue{Offset: o.Offset, CommitMs: now.UnixMilli()}))
+		recs = append(recs, offsetRecord(group, tp, OffsetValue{Offset: o.Offset, CommitMs: now.UnixMilli(), Metadata: o.Metadata}))
 	}
 	hb, err := s.Heartbeat(group, id, meta, now)
 	return append(recs, hb...), err
@@ -376,8 +396,12 @@ func (s *State) Leave(group, id string, meta Metadata) ([]Record, error) {
 }
 
 // SetOffsets writes offsets for a group with no members (an operator's
-// reset). GROUP_NOT_EMPTY when it has members.
+// reset). GROUP_NOT_EMPTY when it has members; GROUP_MANAGED for a push
+// subscription's group, whose offsets move only through SeekManaged.
 func (s *State) SetOffsets(group string, offsets []api.PartitionOffset, now time.Time) ([]Record, error) {
+	if api.IsPushGroup(group) {
+		return nil, api.Errorf(api.CodeGroupManaged, "group %q belongs to a push subscription; seek it through /v1/push", group)
+	}
 	if g := s.groups[group]; g != nil && len(g.Members) > 0 {
 		return nil, api.Errorf(api.CodeGroupNotEmpty, "group %q has %d members; offsets are reset only while it has none", group, len(g.Members))
 	}
@@ -391,12 +415,67 @@ func (s *State) SetOffsets(group string, offsets []api.PartitionOffset, now time
 	return recs, nil
 }
 
+// SeekManaged writes offsets of a push subscription's group, members or
+// not (a subscription's seek). Every named partition that a member owns is
+// granted to it again, at a new member epoch and fence: whatever the owner
+// still commits for it under the old grant is refused (FENCED_MEMBER_EPOCH),
+// and its next heartbeat shows the new fence, from which it restarts the
+// partition at the new committed offset.
+func (s *State) SeekManaged(group string, offsets []api.PartitionOffset, now time.Time) ([]Record, error) {
+	if !api.IsPushGroup(group) {
+		return nil, api.Errorf(api.CodeInvalidRequest, "group %q is not a push subscription's", group)
+	}
+	if err := s.checkNewGroup(group); err != nil {
+		return nil, err
+	}
+	var recs []Record
+	seek := map[api.TopicPartition]bool{}
+	for _, o := range offsets {
+		if o.Offset < 0 {
+			return nil, api.Errorf(api.CodeInvalidOffset, "%s/%d: offset %d is negative", o.Topic, o.Partition, o.Offset)
+		}
+		tp := api.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		seek[tp] = true
+		recs = append(recs, offsetRecord(group, tp, OffsetValue{Offset: o.Offset, CommitMs: now.UnixMilli()}))
+	}
+	g := s.groups[group]
+	if g == nil {
+		return recs, nil
+	}
+	next := g.clone()
+	regranted := false
+	for _, id := range next.memberIDs() {
+		m := next.Members[id]
+		bumped := false
+		for i, o := range m.Owned {
+			if !seek[o.tp()] {
+				continue
+			}
+			if !bumped {
+				m.Epoch++
+				bumped = true
+			}
+			next.Fences++
+			m.Owned[i].Epoch, m.Owned[i].Fence = m.Epoch, next.Fences
+			regranted = true
+		}
+	}
+	if regranted {
+		recs = append(recs, groupRecord(next))
+	}
+	return recs, nil
+}
+
 // Delete removes a group with no members: tombstones for its offsets and
-// its group record.
-func (s *State) Delete(group string) ([]Record, error) {
+// its group record. A push subscription's group is deleted only with
+// managed set (by the subscription's deletion), else GROUP_MANAGED.
+func (s *State) Delete(group string, managed bool) ([]Record, error) {
 	g := s.groups[group]
 	if g == nil {
 		return nil, api.Errorf(api.CodeUnknownGroup, "group %q does not exist", group)
+	}
+	if api.IsPushGroup(group) && !managed {
+		return nil, api.Errorf(api.CodeGroupManaged, "group %q belongs to a push subscription; delete the subscription", group)
 	}
 	if len(g.Members) > 0 {
 		return nil, api.Errorf(api.CodeGroupNotEmpty, "group %q has %d members", group, len(g.Members))

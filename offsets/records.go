@@ -56,6 +56,8 @@ type OffsetValue struct {
 	Offset int64 `json:"offset"`
 	// CommitMs is when the commit was accepted (unix ms).
 	CommitMs int64 `json:"commit_ms"`
+	// Metadata is the committer's, stored with the offset.
+	Metadata string `json:"metadata,omitempty"`
 }
 
 // GroupValue is the value of a group record: the whole persisted state of a

@@ -406,7 +406,7 @@ func TestResetAndDeleteNeedEmptyGroup(t *testing.T) {
 	if err := h.apply(h.s.SetOffsets("g", offs, h.now)); !errors.Is(err, &api.Error{Code: api.CodeGroupNotEmpty}) {
 		t.Fatalf("reset with a member: %v", err)
 	}
-	if err := h.apply(h.s.Delete("g")); !errors.Is(err, &api.Error{Code: api.CodeGroupNotEmpty}) {
+	if err := h.apply(h.s.Delete("g", false)); !errors.Is(err, &api.Error{Code: api.CodeGroupNotEmpty}) {
 		t.Fatalf("delete with a member: %v", err)
 	}
 	if err := h.apply(h.s.Leave("g", m, h.metadata)); err != nil {
@@ -418,13 +418,13 @@ func TestResetAndDeleteNeedEmptyGroup(t *testing.T) {
 	if got := h.s.Group("g").Offsets[api.TopicPartition{Topic: "a"}].Offset; got != 3 {
 		t.Fatalf("reset to %d, want 3", got)
 	}
-	if err := h.apply(h.s.Delete("g")); err != nil {
+	if err := h.apply(h.s.Delete("g", false)); err != nil {
 		t.Fatal(err)
 	}
 	if h.s.Group("g") != nil {
 		t.Fatal("group survived its delete")
 	}
-	if _, err := h.s.Delete("g"); !errors.Is(err, &api.Error{Code: api.CodeUnknownGroup}) {
+	if _, err := h.s.Delete("g", false); !errors.Is(err, &api.Error{Code: api.CodeUnknownGroup}) {
 		t.Fatalf("delete of a missing group: %v", err)
 	}
 }
@@ -491,13 +491,13 @@ func TestMaxGroups(t *testing.T) {
 	}
 	h.join("g1", api.JoinGroupRequest{Topics: []string{"a"}})
 	h.join("g3", api.JoinGroupRequest{Topics: []string{"a"}})
-	if err := h.apply(h.s.Delete("g2")); err == nil {
+	if err := h.apply(h.s.Delete("g2", false)); err == nil {
 		t.Fatal("deleted a group with a member")
 	}
 	if err := h.apply(h.s.Leave("g2", h.s.Group("g2").memberIDs()[0], h.metadata)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.apply(h.s.Delete("g2")); err != nil {
+	if err := h.apply(h.s.Delete("g2", false)); err != nil {
 		t.Fatal(err)
 	}
 	h.join("g4", api.JoinGroupRequest{Topics: []string{"a"}})
