@@ -81,6 +81,11 @@ const (
 	CodeOriginNotAllowed Code = "ORIGIN_NOT_ALLOWED"
 	CodeHostNotAllowed   Code = "HOST_NOT_ALLOWED"
 	CodeUnknownQuota     Code = "UNKNOWN_QUOTA"
+
+	CodeUnknownSubscription  Code = "UNKNOWN_SUBSCRIPTION"
+	CodeSubscriptionExists   Code = "SUBSCRIPTION_EXISTS"
+	CodeTooManySubscriptions Code = "TOO_MANY_SUBSCRIPTIONS"
+	CodeEndpointNotAllowed   Code = "ENDPOINT_NOT_ALLOWED"
 )
 
 var table = map[Code]Spec{
@@ -143,6 +148,11 @@ var table = map[Code]Spec{
 	CodeOriginNotAllowed: {403, false, "the request's Origin is neither the gateway's own nor in its --allowed-origins"},
 	CodeHostNotAllowed:   {403, false, "the request's Host is not one of the gateway's names (--allowed-hosts, the hosts of --allowed-origins, an IP address or localhost)"},
 	CodeUnknownQuota:     {404, false, "no quota for this entity"},
+
+	CodeUnknownSubscription:  {404, false, "no push subscription with this name"},
+	CodeSubscriptionExists:   {409, false, "a push subscription with this name exists"},
+	CodeTooManySubscriptions: {409, false, "the cluster holds as many push subscriptions as it may"},
+	CodeEndpointNotAllowed:   {400, false, "the endpoint resolves to a loopback, private, link-local or metadata address, which this gateway does not push to (--push-allow-private)"},
 }
 
 // Lookup returns the table row for code; unknown codes map to INTERNAL's row.

@@ -1,0 +1,473 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
+)
+
+// Timing of a partition's loop.
+const (
+	// commitInterval spaces a partition's commits: a commit carries every
+	// record acknowledged since the last one, so at most this much is
+	// delivered again after a takeover.
+	commitInterval = 200 * time.Millisecond
+	// fetchWait is a fetch's long poll at the partition's end.
+	fetchWait = 5 * time.Second
+	// windowRecords and windowBytes bound the records a partition holds
+	// fetched and not yet done.
+	windowRecords = 1000
+	windowBytes   = 4 << 20
+	// dltRetry spaces dead-letter writes that failed, fetchRetry fetches.
+	dltRetry   = time.Second
+	fetchRetry = 250 * time.Millisecond
+)
+
+type slotState int
+
+const (
+	pending       slotState = iota // may be sent
+	sending                        // a request carries it
+	waiting                        // refused: sent again at due
+	deadLettering                  // being written to the dead-letter topic
+	dltWaiting                     // the dead-letter write failed: again at due
+	done                           // acknowledged or dead-lettered
+)
+
+// slot is a fetched record not yet committed past.
+type slot struct {
+	rec      recordbatch.Record
+	attempts int   // counted against it, across owners
+	firstMs  int64 // its first counted attempt
+	state    slotState
+	due      time.Time
+	last     outcome // the last answer, for the dead-letter headers
+}
+
+// result is what a partition's goroutines report to its loop.
+type result struct {
+	kind   int // resSend, resFetch, resDLT
+	slots  []*slot
+	out    outcome
+	counts bool
+	recs   []recordbatch.Record
+	next   int64
+	err    error
+}
+
+const (
+	resSend = iota
+	resFetch
+	resDLT
+)
+
+// partition delivers one partition the group granted this pusher. Its run
+// goroutine owns every field; sends, the fetch and dead-letter writes run
+// on goroutines it starts and waits for, which report on results.
+type partition struct {
+	sub   *subscriptionRun
+	tp    api.TopicPartition
+	fence int64
+
+	committed     int64
+	committedMeta string
+	lastCommit    time.Time
+	fetchPos      int64
+	history       map[int64]attemptState // from the commit metadata, for records not yet fetched
+	window        []*slot
+	windowSize    int64
+	inFlight      int // requests out
+	fetching      bool
+	fetchAfter    time.Time // after a failed fetch: the next one waits until then
+	results       chan result
+	wg            sync.WaitGroup
+	stopped       bool // the subscription was disabled: send nothing more
+	stoppedReason string
+}
+
+func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
+	n := sub.cfg.MaxInFlight
+	return &partition{sub: sub, tp: start.TopicPartition, fence: fence, committed: start.Offset, committedMeta: start.Metadata,
+		fetchPos: start.Offset, history: decodeAttempts(start.Metadata),
+		results: make(chan result, 2*n+2)}
+}
+
+// run delivers until ctx ends or the group takes the partition away (a
+// fenced commit). It commits what was delivered before it returns.
+func (p *partition) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		p.wg.Wait()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		p.dispatch(ctx, now)
+		if !p.fetching && !p.stopped && len(p.window) < windowRecords && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
+			p.startFetch(ctx)
+		}
+		if err := p.maybeCommit(ctx, now, false); err != nil {
+			return err
+		}
+		timer.Reset(p.nextWake(now))
+		select {
+		case <-ctx.Done():
+			cancel()
+			p.wg.Wait()
+			p.drain()
+			fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer fcancel()
+			_ = p.maybeCommit(fctx, time.Now(), true)
+			return ctx.Err()
+		case r := <-p.results:
+			p.apply(ctx, r)
+		case <-timer.C:
+		case <-p.sub.disabled:
+			p.stopped = true
+		}
+	}
+}
+
+// drain applies what the stopped goroutines reported.
+func (p *partition) drain() {
+	for {
+		select {
+		case r := <-p.results:
+			p.apply(context.Background(), r)
+		default:
+			return
+		}
+	}
+}
+
+// nextWake is when the loop must look again without news: a retry or a
+// dead-letter write coming due, or a commit to send.
+func (p *partition) nextWake(now time.Time) time.Duration {
+	wake := now.Add(time.Hour)
+	if !p.fetching && p.fetchAfter.After(now) {
+		wake = p.fetchAfter
+	}
+	for _, s := range p.window {
+		if (s.state == waiting || s.state == dltWaiting) && s.due.Before(wake) {
+			wake = s.due
+		}
+	}
+	if p.commitPoint() != p.committed || p.metadata() != p.committedMeta {
+		if c := p.lastCommit.Add(commitInterval); c.Before(wake) {
+			wake = c
+		}
+	}
+	if d := wake.Sub(now); d > time.Millisecond {
+		return d
+	}
+	return time.Millisecond
+}
+
+func (p *partition) startFetch(ctx context.Context) {
+	p.fetching = true
+	pos := p.fetchPos
+	maxBytes := int64(windowBytes) - p.windowSize
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		recs, next, err := p.sub.cluster.Fetch(ctx, p.tp, pos, maxBytes, fetchWait)
+		p.results <- result{kind: resFetch, recs: recs, next: next, err: err}
+	}()
+}
+
+// apply takes one goroutine's report.
+func (p *partition) apply(ctx context.Context, r result) {
+	switch r.kind {
+	case resFetch:
+		p.fetching = false
+		p.fetched(ctx, r)
+	case resSend:
+		p.inFlight--
+		p.answered(r)
+	case resDLT:
+		p.deadLettered(r)
+	}
+}
+
+func (p *partition) fetched(ctx context.Context, r result) {
+	if r.err != nil {
+		if errors.Is(r.err, api.ErrOffsetOutOfRange) {
+			// Retention removed records never delivered: nothing can bring
+			// them back; go on from the log's start and say so.
+			if off, err := p.sub.cluster.Resolve(ctx, p.tp, api.ResetEarliest); err == nil && off > p.fetchPos {
+				p.sub.log.Warn("records were removed by retention before they were pushed", "subscription", p.sub.cfg.Name,
+					"topic", p.tp.Topic, "partition", p.tp.Partition, "from", p.fetchPos, "to", off)
+				p.fetchPos = off
+			}
+			return
+		}
+		if ctx.Err() == nil {
+			p.sub.log.Debug("push fetch failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", r.err)
+			p.fetchAfter = time.Now().Add(fetchRetry) // the cluster retried already; do not spin
+		}
+		return
+	}
+	for i := range r.recs {
+		rec := r.recs[i]
+		if rec.Offset < p.fetchPos {
+			continue
+		}
+		s := &slot{rec: rec}
+		if h, ok := p.history[rec.Offset]; ok {
+			s.attempts, s.firstMs = h.attempts, h.firstMs
+			delete(p.history, rec.Offset)
+		}
+		p.window = append(p.window, s)
+		p.windowSize += recordSize(&rec)
+	}
+	if r.next > p.fetchPos {
+		p.fetchPos = r.next
+	}
+}
+
+func recordSize(r *recordbatch.Record) int64 {
+	n := int64(len(r.Key) + len(r.Value) + 64)
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+// dispatch starts requests for the slots that may go now, and dead-letter
+// writes for the slots that ran out of attempts.
+func (p *partition) dispatch(ctx context.Context, now time.Time) {
+	cfg := &p.sub.cfg
+	for i := 0; i < len(p.window); i++ {
+		s := p.window[i]
+		if s.state == dltWaiting && !now.Before(s.due) {
+			p.startDLT(ctx, s)
+		}
+	}
+	if p.stopped {
+		return
+	}
+	for i := 0; i < len(p.window) && p.inFlight < cfg.MaxInFlight; i++ {
+		s := p.window[i]
+		if s.state == waiting && !now.Before(s.due) {
+			s.state = pending
+		}
+		if s.state != pending || !p.mayGo(i) {
+			if cfg.Ordering == api.PushOrderPartition && s.state != done {
+				return // nothing after the first record not done
+			}
+			continue
+		}
+		batch := []*slot{s}
+		size := recordSize(&s.rec)
+		for j := i + 1; j < len(p.window) && len(batch) < cfg.Batch.MaxRecords; j++ {
+			n := p.window[j]
+			if n.state != pending || size+recordSize(&n.rec) > cfg.Batch.MaxBytes {
+				break
+			}
+			batch = append(batch, n)
+			size += recordSize(&n.rec)
+		}
+		if len(batch) < cfg.Batch.MaxRecords && cfg.Batch.MaxWaitMs > 0 && p.fetching &&
+			now.Sub(time.UnixMilli(s.rec.Timestamp)) < time.Duration(cfg.Batch.MaxWaitMs)*time.Millisecond {
+			return // wait for the batch to fill (the fetch's arrival wakes the loop)
+		}
+		p.send(ctx, batch)
+		i += len(batch) - 1
+	}
+}
+
+// mayGo applies the ordering to the pending slot at i.
+func (p *partition) mayGo(i int) bool {
+	switch p.sub.cfg.Ordering {
+	case api.PushOrderPartition:
+		for _, s := range p.window[:i] {
+			if s.state != done {
+				return false
+			}
+		}
+	case api.PushOrderKey:
+		key := p.window[i].rec.Key
+		for _, s := range p.window[:i] {
+			if s.state != done && bytes.Equal(s.rec.Key, key) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (p *partition) send(ctx context.Context, slots []*slot) {
+	for _, s := range slots {
+		s.state = sending
+	}
+	p.inFlight++
+	recs := make([]*recordbatch.Record, len(slots))
+	for i, s := range slots {
+		recs[i] = &s.rec
+	}
+	d := &delivery{tp: p.tp, recs: recs, attempt: slots[0].attempts + 1, fence: p.fence}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		out, counts := p.sub.deliver(ctx, d)
+		p.results <- result{kind: resSend, slots: slots, out: out, counts: counts}
+	}()
+}
+
+// answered applies a request's outcome to its slots.
+func (p *partition) answered(r result) {
+	cfg := &p.sub.cfg
+	now := time.Now()
+	for _, s := range r.slots {
+		if s.state != sending {
+			continue
+		}
+		s.last = r.out
+		verdict, counts := r.out.verdict, r.counts
+		if verdict == delivered && r.out.failed[s.rec.Offset] {
+			verdict, counts = refused, true // a batch item the endpoint reported failed
+		}
+		switch {
+		case verdict == delivered:
+			s.state = done
+			continue
+		case verdict == gone:
+			s.state = pending
+			p.sub.disable("the endpoint answered 410 Gone")
+			continue
+		case !counts:
+			s.state = pending // the gate holds the next request back
+			continue
+		}
+		s.attempts++
+		if s.firstMs == 0 {
+			s.firstMs = now.UnixMilli()
+		}
+		p.sub.stats.attemptFailed()
+		if s.attempts >= cfg.Retry.MaxAttempts {
+			s.state = deadLettering
+			p.startDLT(context.Background(), s)
+			continue
+		}
+		s.state = waiting
+		s.due = now.Add(backoff(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, s.attempts))
+	}
+	p.trim()
+}
+
+// startDLT writes s to the dead-letter topic (acks=all).
+func (p *partition) startDLT(ctx context.Context, s *slot) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.state = deadLettering
+	rec := deadLetterRecord(p.sub.cfg.Name, p.tp, s)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := p.sub.cluster.Produce(dctx, p.sub.cfg.DeadLetter.Topic, rec)
+		p.results <- result{kind: resDLT, slots: []*slot{s}, err: err}
+	}()
+}
+
+func (p *partition) deadLettered(r result) {
+	s := r.slots[0]
+	if r.err != nil {
+		p.sub.log.Warn("a record could not be written to the dead-letter topic; its partition waits", "subscription", p.sub.cfg.Name,
+			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", s.rec.Offset, "dead_letter", p.sub.cfg.DeadLetter.Topic, "err", r.err)
+		s.state, s.due = dltWaiting, time.Now().Add(dltRetry)
+		return
+	}
+	s.state = done
+	p.sub.stats.deadLettered()
+	p.trim()
+}
+
+// deadLetterRecord keeps the record's key, value and headers, and adds
+// where it came from and why it is here.
+func deadLetterRecord(sub string, tp api.TopicPartition, s *slot) recordbatch.Record {
+	h := append([]recordbatch.RecordHeader(nil), s.rec.Headers...)
+	add := func(k, v string) { h = append(h, recordbatch.RecordHeader{Key: k, Value: []byte(v)}) }
+	add(api.DLTHeaderTopic, tp.Topic)
+	add(api.DLTHeaderPartition, strconv.Itoa(int(tp.Partition)))
+	add(api.DLTHeaderOffset, strconv.FormatInt(s.rec.Offset, 10))
+	add(api.DLTHeaderSubscription, sub)
+	add(api.DLTHeaderAttempts, strconv.Itoa(s.attempts))
+	add(api.DLTHeaderStatus, strconv.Itoa(s.last.status))
+	add(api.DLTHeaderResponse, s.last.excerpt)
+	return recordbatch.Record{Timestamp: time.Now().UnixMilli(), Key: s.rec.Key, Value: s.rec.Value, Headers: h}
+}
+
+// trim drops the done slots at the window's head; the commit point is
+// the first slot left.
+func (p *partition) trim() {
+	n := 0
+	for n < len(p.window) && p.window[n].state == done {
+		p.windowSize -= recordSize(&p.window[n].rec)
+		n++
+	}
+	if n > 0 {
+		p.sub.stats.delivered(n)
+		p.window = append(p.window[:0:0], p.window[n:]...)
+	}
+}
+
+// commitPoint is the offset the partition may commit: the first record not
+// done, or everything fetched.
+func (p *partition) commitPoint() int64 {
+	if len(p.window) > 0 {
+		return p.window[0].rec.Offset
+	}
+	return p.fetchPos
+}
+
+// metadata is the attempts counted against the records not yet done.
+func (p *partition) metadata() string {
+	m := map[int64]attemptState{}
+	for _, s := range p.window {
+		if s.state != done && s.attempts > 0 {
+			m[s.rec.Offset] = attemptState{attempts: s.attempts, firstMs: s.firstMs}
+		}
+	}
+	for o, h := range p.history {
+		m[o] = h
+	}
+	return encodeAttempts(m)
+}
+
+// maybeCommit commits the commit point and attempts when they changed and
+// the last commit is commitInterval old (or force). A fenced commit means
+// the partition was taken away: run stops.
+func (p *partition) maybeCommit(ctx context.Context, now time.Time, force bool) error {
+	point, meta := p.commitPoint(), p.metadata()
+	if point == p.committed && meta == p.committedMeta {
+		return nil
+	}
+	if !force && now.Sub(p.lastCommit) < commitInterval {
+		return nil
+	}
+	p.lastCommit = now
+	err := p.sub.commit(ctx, api.PartitionOffset{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: point, Metadata: meta})
+	if err == nil {
+		p.committed, p.committedMeta = point, meta
+		return nil
+	}
+	switch api.Classify(err).Code {
+	case api.CodeFencedMemberEpoch, api.CodeUnknownMemberID, api.CodeFencedInstanceID:
+		return err
+	}
+	if ctx.Err() == nil {
+		p.sub.log.Warn("a push commit failed; it is retried", "subscription", p.sub.cfg.Name, "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
+	}
+	return nil
+}
