@@ -56,7 +56,9 @@ func (b *Broker) handleJoinGroup(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	if req.Kind != api.MemberKindWS {
+	switch req.Kind {
+	case api.MemberKindWS, api.MemberKindPush: // push: a gateway's pusher (gateways never forward a public join as one)
+	default:
 		req.Kind = api.MemberKindHTTP
 	}
 	if err := b.authorizeTopics(r.Context(), auth.OpRead, req.Topics); err != nil {

@@ -170,7 +170,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitBrokers(ctx); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: c.opts.Addr, Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: c.opts.Logger}
+	// The embedded default pushes to local endpoints: it is where they run.
+	gwOpts := gateway.Options{Addr: c.opts.Addr, Coord: store.Session(), OpenAPI: sluice.OpenAPI, Logger: c.opts.Logger, PushAllowPrivate: true}
 	if c.opts.Gateway != nil {
 		c.opts.Gateway(&gwOpts)
 	}

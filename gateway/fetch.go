@@ -143,7 +143,20 @@ func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset i
 // renderFetched decodes the raw batches a fetch at offset returned (with
 // the broker's next offset and HW) into an answer within fp's bounds.
 func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (api.FetchResponse, error) {
-	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: max(next, offset), HighWatermark: hw}
+	res := api.FetchResponse{Records: []api.FetchedRecord{}, HighWatermark: hw}
+	var err error
+	res.NextOffset, err = decodeFetched(fp, offset, raw, next, func(r *recordbatch.Record) {
+		res.Records = append(res.Records, toFetched(r))
+	})
+	return res, err
+}
+
+// decodeFetched decodes the raw batches a fetch at offset returned, handing
+// take each record at or after offset within fp's bounds, and returns the
+// offset after the last record taken (or the broker's next offset).
+func decodeFetched(fp fetchParams, offset int64, raw []byte, next int64, take func(*recordbatch.Record)) (int64, error) {
+	nextOffset := max(next, offset)
+	taken := 0
 	full := true
 	// max_bytes bounds what the broker sends, which may be compressed; it
 	// bounds what this answer decodes and renders too: once the records
@@ -155,9 +168,9 @@ func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (ap
 		if !full {
 			return nil
 		}
-		if decoded >= fp.maxBytes && len(res.Records) > 0 {
+		if decoded >= fp.maxBytes && taken > 0 {
 			full = false
-			res.NextOffset = max(h.BaseOffset, offset)
+			nextOffset = max(h.BaseOffset, offset)
 			return nil
 		}
 		_, recs, err := recordbatch.Decode(b)
@@ -168,17 +181,18 @@ func renderFetched(fp fetchParams, offset int64, raw []byte, next, hw int64) (ap
 			if recs[i].Offset < offset {
 				continue
 			}
-			if len(res.Records) == fp.maxRecords || (decoded >= fp.maxBytes && len(res.Records) > 0) {
+			if taken == fp.maxRecords || (decoded >= fp.maxBytes && taken > 0) {
 				full = false
-				res.NextOffset = recs[i].Offset
+				nextOffset = recs[i].Offset
 				return nil
 			}
 			decoded += recordSize(&recs[i])
-			res.Records = append(res.Records, toFetched(&recs[i]))
+			take(&recs[i])
+			taken++
 		}
 		return nil
 	})
-	return res, err
+	return nextOffset, err
 }
 
 // recordSize is a decoded record's key, value and headers in bytes.

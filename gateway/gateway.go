@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-io/sluice/internal/gogroup"
 	"github.com/sluice-io/sluice/internal/httpserve"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
+	"github.com/sluice-io/sluice/push"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/web"
 )
@@ -78,6 +79,17 @@ type Options struct {
 	// with 403 ORIGIN_NOT_ALLOWED). Default none: the WebSocket handshake
 	// only compares Origin with Host.
 	AllowedOrigins, AllowedHosts []string
+	// PushAllowPrivate lets push subscriptions' endpoints be loopback,
+	// private or link-local addresses (--push-allow-private). Default
+	// false: such endpoints are refused (ENDPOINT_NOT_ALLOWED) and no push
+	// connects to one.
+	PushAllowPrivate bool
+	// PushInstance is the gateway's static member id in push groups.
+	// Default gw-<host name>-<listen address>.
+	PushInstance string
+	// ClusterName names the cluster in the ce-source of pushed events
+	// (sluice://<name>/topics/<topic>). Default "sluice".
+	ClusterName string
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -101,10 +113,11 @@ type Gateway struct {
 	wsConns    *wsConns   // open WebSockets: limits, pings, shutdown
 	tails      *tails     // shared long polls of WebSocket streams at their partition's end
 	auth       AuthOptions
-	authStore  *auth.Store  // tokens and ACLs, watched
-	origins    *originGuard // nil: no Origin or Host allow-list
-	quotas     *quota.Store // client quotas, watched (enforced by the brokers)
-	quotaStats *quotaStats  // THROTTLED answers and stream waits per principal
+	authStore  *auth.Store   // tokens and ACLs, watched
+	origins    *originGuard  // nil: no Origin or Host allow-list
+	quotas     *quota.Store  // client quotas, watched (enforced by the brokers)
+	quotaStats *quotaStats   // THROTTLED answers and stream waits per principal
+	pushers    *push.Manager // push subscriptions: the store, and this gateway's pushers
 
 	ctx    context.Context // ends at Close; parent of background work
 	cancel context.CancelFunc
@@ -212,6 +225,11 @@ func New(opts Options) (*Gateway, error) {
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	httpserve.CloseSilentConnsOnShutdown(g.srv)
+	g.pushers = push.NewManager(push.ManagerOptions{
+		Coord: opts.Coord, Cluster: pushCluster{g}, Instance: pushInstance(opts, g.ln.Addr().String()),
+		ClusterName: opts.ClusterName, AllowPrivate: opts.PushAllowPrivate,
+		Metrics: push.NewMetrics(g.metrics.reg), Logger: g.log,
+	})
 	return g, nil
 }
 
@@ -223,6 +241,7 @@ func (g *Gateway) Start() {
 	g.view.Start()
 	g.authStore.Start()
 	g.quotas.Start()
+	g.pushers.Start()
 	g.goFunc(func() {
 		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("public API stopped", "err", err)
@@ -238,6 +257,7 @@ func (g *Gateway) goFunc(f func()) bool { return g.goroutines.Go(f) }
 // Close stops the gateway. Order: refuse new WebSockets and close the open
 // ones with 1001, stop accepting and let in-flight requests finish (5 s at
 // most), wait for the WebSocket handlers (15 s at most), end background
+// pushers (each commits and leaves its group), end background
 // work (acks=0 sends are cancelled and waited for), stop the metadata view,
 // drop idle broker connections.
 func (g *Gateway) Close() error {
@@ -257,6 +277,9 @@ func (g *Gateway) Close() error {
 	if !g.wsConns.wait(15 * time.Second) {
 		g.log.Warn("WebSocket handlers still running after shutdown")
 	}
+	// Pushers commit what they delivered and leave their groups, so
+	// their partitions move to another gateway at once.
+	g.pushers.Close()
 	g.cancel()
 	g.goroutines.Close() // from here goFunc starts nothing
 	g.authStore.Close()
@@ -324,6 +347,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(cluster(auth.OpDescribeConfigs)).Get("/v1/quotas", g.handleListQuotas)
 	r.With(cluster(auth.OpAlterConfigs)).Put("/v1/quotas", g.handlePutQuota)
 	r.With(cluster(auth.OpAlterConfigs)).Delete("/v1/quotas", g.handleDeleteQuota)
+	g.pushRoutes(r)
 	// The browser dashboard: static files under /ui/ (package web), which
 	// use only the routes above.
 	r.Get("/", redirectTo(web.Prefix))

@@ -102,3 +102,9 @@ func decodeAttempts(s string) map[int64]attemptState {
 	}
 	return out
 }
+
+// HeadAttempts is the attempts a partition's commit metadata counts
+// against the record at the committed offset.
+func HeadAttempts(metadata string, committed int64) int {
+	return decodeAttempts(metadata)[committed].attempts
+}

@@ -88,7 +88,6 @@ type partition struct {
 	results       chan result
 	wg            sync.WaitGroup
 	stopped       bool // the subscription was disabled: send nothing more
-	stoppedReason string
 }
 
 func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {

@@ -117,6 +117,7 @@ func (r *subscriptionRun) deliver(ctx context.Context, d *delivery) (outcome, bo
 	out.took = time.Since(began)
 	counts := r.gate.report(t, out, time.Duration(r.cfg.Retry.RetryAfterMaxMs)*time.Millisecond)
 	r.stats.answered(out)
+	r.stats.setBackingOff(r.gate.backingOff())
 	return out, counts
 }
 
@@ -291,21 +292,4 @@ func (r *subscriptionRun) stopAll() {
 	for _, pr := range parts {
 		<-pr.done
 	}
-}
-
-// partitionSnapshot is what the status shows of a running partition.
-type partitionSnapshot struct {
-	api.TopicPartition
-	Fence        int64
-	HeadAttempts int
-}
-
-func (r *subscriptionRun) snapshot() []partitionSnapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]partitionSnapshot, 0, len(r.parts))
-	for tp, pr := range r.parts {
-		out = append(out, partitionSnapshot{TopicPartition: tp, Fence: pr.p.fence})
-	}
-	return out
 }

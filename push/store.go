@@ -266,3 +266,44 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 func changeCount(st coord.Stat) []byte {
 	return []byte(strconv.FormatInt(int64(st.Version)+1, 10))
 }
+
+// Read reads a subscription from the coordinator (not the watched copy, so
+// a route answers what was just written); ErrUnknown when there is none.
+func (s *Store) Read(ctx context.Context, name string) (*Subscription, error) {
+	data, _, err := s.c.Get(ctx, Path+"/"+name)
+	if errors.Is(err, coord.ErrNoNode) {
+		return nil, api.Errorf(api.CodeUnknownSubscription, "no push subscription %q", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sub, err := decodeSubscription(data)
+	if err != nil {
+		return nil, fmt.Errorf("push: subscription %q is unreadable: %w", name, err)
+	}
+	return sub, nil
+}
+
+// List reads every subscription from the coordinator, sorted by name.
+func (s *Store) List(ctx context.Context) ([]*Subscription, error) {
+	names, _, err := s.c.Children(ctx, Path)
+	if errors.Is(err, coord.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]*Subscription, 0, len(names))
+	for _, name := range names {
+		sub, err := s.Read(ctx, name)
+		if errors.Is(err, ErrUnknown) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub)
+	}
+	return out, nil
+}

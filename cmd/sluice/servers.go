@@ -216,6 +216,10 @@ func runGateway(ctx context.Context, args []string) error {
 	tlsf := addTLSFlags(fs)
 	originf := addOriginFlags(fs)
 	clusterTLS := addClusterTLSFlags(fs)
+	pushPrivate := fs.Bool("push-allow-private", envOr("SLUICE_PUSH_ALLOW_PRIVATE", "") == "true",
+		"let push subscriptions deliver to loopback, private and link-local addresses (env SLUICE_PUSH_ALLOW_PRIVATE=true)")
+	pushInstance := fs.String("push-instance", envOr("SLUICE_PUSH_INSTANCE", ""),
+		"this gateway's static member id in push groups; keep it across restarts (default gw-<host>-<addr>; env SLUICE_PUSH_INSTANCE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -244,7 +248,8 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gwLimits.err(); err != nil {
 		return err
 	}
-	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts, BrokerTLS: brokerTLS}
+	gwOpts := gateway.Options{Addr: *addr, Coord: c, Version: version, OpenAPI: sluice.OpenAPI, Logger: logger, OffsetsTopicPartitions: *offsetsParts, Auth: authOpts, ClusterSecret: secret, TLS: tlsOpts, BrokerTLS: brokerTLS,
+		PushAllowPrivate: *pushPrivate, PushInstance: *pushInstance}
 	gwLimits.applyGateway(&gwOpts)
 	originf.apply(&gwOpts)
 	gw, err := gateway.New(gwOpts)

@@ -1,0 +1,279 @@
+package push_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
+	"github.com/sluice-io/sluice/internal/testwait"
+)
+
+// Every record reaches the endpoint, in order per partition, signed as
+// Standard Webhooks says, and a CloudEvents receiver (the official Go
+// SDK) reads every request as a valid event.
+func TestPushDeliversEveryRecordInOrder(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "orders", 3)
+	ep := newEndpoint(t)
+	counts := produce(t, c, "orders", 0, 5000, 50, nil)
+	sub := createPush(t, c, api.PushConfig{Name: "fn", Topics: []string{"orders"}, Endpoint: ep.srv.URL + "/hook"})
+
+	reqs := ep.waitFor(2*time.Minute, "all 5,000 records", func(r []request) bool { return len(delivered(r)) == 5000 })
+	next := map[int32]int64{}
+	for _, r := range reqs {
+		if err := verifyWebhook(sub.Secret, r.header, r.body); err != nil {
+			t.Fatalf("partition %d offset %d: %v", r.part, r.offset, err)
+		}
+		hr, _ := http.NewRequest(http.MethodPost, "http://x/", bytes.NewReader(r.body))
+		hr.Header = r.header
+		ev, err := cehttp.NewEventFromHTTPRequest(hr)
+		if err != nil {
+			t.Fatalf("offset %d: not a CloudEvent: %v", r.offset, err)
+		}
+		if err := ev.Validate(); err != nil {
+			t.Fatalf("offset %d: invalid CloudEvent: %v", r.offset, err)
+		}
+		if want := "sluice://sluice/topics/orders"; ev.Source() != want || ev.Type() != "sluice.record" {
+			t.Fatalf("event source %q type %q", ev.Source(), ev.Type())
+		}
+		if r.header.Get("webhook-id") != "fn.orders."+strconv.Itoa(int(r.part))+"."+strconv.FormatInt(r.offset, 10) {
+			t.Fatalf("webhook-id %q for %d/%d", r.header.Get("webhook-id"), r.part, r.offset)
+		}
+		// Order per partition: each request carries the next offset (no
+		// request failed, so none is sent twice).
+		if r.offset != next[r.part] {
+			t.Fatalf("partition %d: offset %d arrived, want %d", r.part, r.offset, next[r.part])
+		}
+		next[r.part]++
+		if !bytes.Equal(r.body, ev.Data()) || !bytes.HasPrefix(r.body, []byte("v")) {
+			t.Fatalf("offset %d: body %q, event data %q", r.offset, r.body, ev.Data())
+		}
+	}
+	for p, n := range counts {
+		if next[p] != int64(n) {
+			t.Fatalf("partition %d: %d delivered, %d produced", p, next[p], n)
+		}
+	}
+	st := waitStatus(t, c, "fn", 30*time.Second, "committed to the end", caughtUp)
+	if st.State != api.PushActive || st.Group != "push.fn" {
+		t.Fatalf("status %+v", st.PushSubscription)
+	}
+	groups, err := c.ListGroups(ctxT(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range groups {
+		if g.Group == "push.fn" {
+			found = g.Kind == api.GroupKindPush
+		}
+	}
+	if !found {
+		t.Fatalf("GET /v1/groups does not list push.fn as a push group: %+v", groups)
+	}
+	// A pull member may not join the subscription's group.
+	_, err = c.JoinGroup(ctxT(t, 10*time.Second), "push.fn", api.JoinGroupRequest{Topics: []string{"orders"}})
+	if code := api.Classify(err).Code; code != api.CodeGroupManaged {
+		t.Fatalf("a pull join of push.fn: %v", err)
+	}
+}
+
+// 429 with Retry-After: 2: nothing is sent for two seconds, and no attempt
+// is counted against the record.
+func TestPushRetryAfter(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "t", 1)
+	ep := newEndpoint(t)
+	first := true
+	ep.setRespond(func(*http.Request, []byte) (int, http.Header) {
+		if first {
+			first = false
+			return http.StatusTooManyRequests, http.Header{"Retry-After": {"2"}}
+		}
+		return http.StatusOK, nil
+	})
+	produce(t, c, "t", 0, 3, 0, nil)
+	createPush(t, c, api.PushConfig{Name: "ra", Topics: []string{"t"}, Endpoint: ep.srv.URL, Retry: api.PushRetry{MinBackoffMs: 10, MaxAttempts: 2}})
+	reqs := ep.waitFor(30*time.Second, "three records", func(r []request) bool { return len(delivered(r)) == 3 })
+	if reqs[0].status != http.StatusTooManyRequests {
+		t.Fatalf("first answer %d", reqs[0].status)
+	}
+	if gap := reqs[1].at.Sub(reqs[0].at); gap < 2*time.Second {
+		t.Fatalf("the next request came %s after the 429 with Retry-After: 2", gap)
+	}
+	if reqs[1].offset != 0 || reqs[1].attempt != 1 {
+		t.Fatalf("after the 429: offset %d attempt %d, want offset 0 attempt 1 (no attempt counted)", reqs[1].offset, reqs[1].attempt)
+	}
+}
+
+// A record the endpoint refuses (422) is dead-lettered after max_attempts,
+// with its headers; the records after it are delivered in order; the
+// committed offset never passes it before that.
+func TestPushPoisonRecordIsDeadLettered(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "t", 1)
+	ep := newEndpoint(t)
+	ep.setRespond(func(_ *http.Request, body []byte) (int, http.Header) {
+		if string(body) == "v5" {
+			return http.StatusUnprocessableEntity, nil
+		}
+		return http.StatusOK, nil
+	})
+	produce(t, c, "t", 0, 10, 0, nil)
+	createPush(t, c, api.PushConfig{Name: "poison", Topics: []string{"t"}, Endpoint: ep.srv.URL,
+		Retry: api.PushRetry{MinBackoffMs: 200, MaxBackoffMs: 400, MaxAttempts: 3}})
+
+	// While the poison record is retried, the commit stays at it.
+	ep.waitFor(30*time.Second, "the second try of offset 5", func(r []request) bool {
+		n := 0
+		for _, q := range r {
+			if q.offset == 5 {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	st, err := c.GetPush(ctxT(t, 10*time.Second), "poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Partitions[0]; p.CommittedOffset > 5 {
+		t.Fatalf("committed %d while offset 5 was being retried", p.CommittedOffset)
+	}
+	reqs := ep.waitFor(30*time.Second, "the other nine records", func(r []request) bool { return len(delivered(r)) == 9 })
+	var order []int64
+	tries := 0
+	for _, r := range reqs {
+		if r.offset == 5 {
+			tries++
+			if r.attempt != tries {
+				t.Fatalf("try %d of offset 5 carried sluice-attempt %d", tries, r.attempt)
+			}
+			continue
+		}
+		order = append(order, r.offset)
+	}
+	if tries != 3 {
+		t.Fatalf("offset 5 was tried %d times, want max_attempts 3", tries)
+	}
+	for i, o := range order {
+		if want := int64(i); (i < 5 && o != want) || (i >= 5 && o != want+1) {
+			t.Fatalf("delivery order %v", order)
+		}
+	}
+	waitStatus(t, c, "poison", 30*time.Second, "committed to the end", caughtUp)
+
+	dlt, err := c.Fetch(ctxT(t, 10*time.Second), "poison.dlt", 0, client.Earliest, client.FetchOptions{MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlt.Records) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want 1", len(dlt.Records))
+	}
+	h := dlt.Records[0].Headers
+	want := map[string]string{api.DLTHeaderTopic: "t", api.DLTHeaderPartition: "0", api.DLTHeaderOffset: "5",
+		api.DLTHeaderSubscription: "poison", api.DLTHeaderAttempts: "3", api.DLTHeaderStatus: "422"}
+	for k, v := range want {
+		if h[k] != v {
+			t.Fatalf("dead-letter header %s=%q, want %q (all: %v)", k, h[k], v, h)
+		}
+	}
+	if dlt.Records[0].ValueB64 == nil && string(dlt.Records[0].Value) == "" {
+		t.Fatalf("dead-lettered record lost its value: %+v", dlt.Records[0])
+	}
+}
+
+// An endpoint that is down (connections reset, then 503 without
+// Retry-After) is an outage: the subscription backs off, sends few
+// requests, dead-letters nothing (max_attempts is 2), then delivers all.
+func TestPushOutageDeadLettersNothing(t *testing.T) {
+	tc, c := testCluster(t, 1)
+	createTopic(t, c, "t", 2)
+	ep := newEndpoint(t)
+	link, err := tcpproxy.New("endpoint", ep.srv.Listener.Addr().String(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	link.CutReset()
+	produce(t, c, "t", 0, 20, 4, nil)
+	createPush(t, c, api.PushConfig{Name: "out", Topics: []string{"t"}, Endpoint: "http://" + link.Addr(),
+		Retry: api.PushRetry{MinBackoffMs: 100, MaxBackoffMs: 800, MaxAttempts: 2}})
+	failed := func() float64 {
+		return metric(t, tc.URL, `sluice_push_requests_total{class="error",subscription="out"}`)
+	}
+	waitStatus(t, c, "out", 30*time.Second, "backing off", func(st api.PushStatus) bool { return st.State == api.PushBackingOff })
+	testwait.For(t, 30*time.Second, "three reset requests", func() bool { return failed() >= 3 })
+	t0, f0 := time.Now(), failed()
+	time.Sleep(3 * time.Second) // the outage goes on: how often is it probed?
+	resets := failed() - f0
+	// Then the endpoint answers, 503 without Retry-After.
+	ep.setRespond(func(*http.Request, []byte) (int, http.Header) { return http.StatusServiceUnavailable, nil })
+	link.Restore()
+	ep.waitFor(30*time.Second, "three 503s", func(r []request) bool { return len(r) >= 3 })
+	time.Sleep(2 * time.Second)
+	answered := len(ep.requests())
+	ep.setRespond(nil)
+	ep.waitFor(60*time.Second, "all 20 records", func(r []request) bool { return len(delivered(r)) == 20 })
+	t.Logf("while down: %.0f reset requests in %s, then %d answered 503", resets, time.Since(t0).Round(time.Second), answered)
+	// Full-jitter backoff from 100 ms to 800 ms, one probe at a time: about
+	// 2.5 requests a second at most; 60 in 3 s would be no backoff at all.
+	if resets > 15 || answered > 25 {
+		t.Fatalf("%.0f reset requests in 3 s, %d 503s in about 2 s: the outage was not backed off", resets, answered)
+	}
+	waitStatus(t, c, "out", 30*time.Second, "committed to the end", caughtUp)
+	if dead := metric(t, tc.URL, `sluice_push_dead_lettered_total{subscription="out"}`); dead != 0 {
+		t.Fatalf("the outage dead-lettered %.0f records", dead)
+	}
+	dlt, err := c.Fetch(ctxShort(t), "out.dlt", 0, client.Earliest, client.FetchOptions{})
+	if err != nil || len(dlt.Records) > 0 {
+		t.Fatalf("dead-letter topic: %d records, err %v", len(dlt.Records), err)
+	}
+}
+
+// 410 disables the subscription; resuming it delivers the rest, from the
+// committed offset, with nothing lost.
+func TestPushGoneDisables(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "t", 1)
+	ep := newEndpoint(t)
+	ep.setRespond(func(_ *http.Request, body []byte) (int, http.Header) {
+		if string(body) == "v3" {
+			return http.StatusGone, nil
+		}
+		return http.StatusOK, nil
+	})
+	produce(t, c, "t", 0, 6, 0, nil)
+	createPush(t, c, api.PushConfig{Name: "gone", Topics: []string{"t"}, Endpoint: ep.srv.URL})
+	st := waitStatus(t, c, "gone", 30*time.Second, "disabled", func(st api.PushStatus) bool { return st.State == api.PushDisabled })
+	if st.Reason == "" || st.Partitions[0].CommittedOffset > 3 {
+		t.Fatalf("disabled: reason %q, committed %d", st.Reason, st.Partitions[0].CommittedOffset)
+	}
+	n := len(ep.requests())
+	time.Sleep(time.Second)
+	if m := len(ep.requests()); m != n {
+		t.Fatalf("%d requests after the subscription was disabled", m-n)
+	}
+	ep.setRespond(nil)
+	if _, err := c.SetPushState(ctxT(t, 10*time.Second), "gone", api.PushActive); err != nil {
+		t.Fatal(err)
+	}
+	reqs := ep.waitFor(30*time.Second, "all six", func(r []request) bool { return len(delivered(r)) == 6 })
+	for _, r := range reqs {
+		if r.status == http.StatusGone && r.offset != 3 {
+			t.Fatalf("410 for offset %d", r.offset)
+		}
+	}
+	waitStatus(t, c, "gone", 30*time.Second, "committed to the end", caughtUp)
+}
+
+// ctxShort is for calls that must not outlive a test step.
+func ctxShort(t *testing.T) context.Context { return ctxT(t, 10*time.Second) }
