@@ -65,7 +65,8 @@ func AddressAllowed(ip netip.Addr) bool {
 	if !ip.IsValid() {
 		return false
 	}
-	ip = ip.Unmap()
+	// A zone (fe80::1%eth0) would make every prefix miss it.
+	ip = ip.Unmap().WithZone("")
 	for _, p := range blocked {
 		if p.Contains(ip) {
 			return false
@@ -123,14 +124,56 @@ func CheckEndpoint(ctx context.Context, endpoint string, r Resolver) error {
 	return nil
 }
 
+// guardedDialer resolves the host itself, drops every address the guard
+// refuses, and dials the first one left by its literal address (whose
+// Control hook checks it once more). With allowPrivate it checks nothing.
+type guardedDialer struct {
+	resolver     Resolver
+	dial         func(ctx context.Context, network, address string) (net.Conn, error)
+	allowPrivate bool
+}
+
+func (d *guardedDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if d.allowPrivate {
+		return d.dial(ctx, network, address)
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = d.resolver.LookupNetIP(ctx, "ip", host); err != nil {
+		return nil, err
+	}
+	var lastErr error = &net.AddrError{Err: "no address", Addr: host}
+	for _, ip := range addrs {
+		if !AddressAllowed(ip) {
+			lastErr = &net.AddrError{Err: errNotAllowed.Error(), Addr: ip.String()}
+			continue
+		}
+		c, err := d.dial(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
 // NewHTTPClient is the client pushes are sent with: no proxy from the
 // environment, redirects not followed, and, unless allowPrivate, the
 // guard on every connection. Timeouts come from each request's context.
 func NewHTTPClient(allowPrivate bool) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	nd := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
-		d.Control = control
+		nd.Control = control
 	}
+	return newHTTPClient(&guardedDialer{resolver: net.DefaultResolver, dial: nd.DialContext, allowPrivate: allowPrivate})
+}
+
+func newHTTPClient(d *guardedDialer) *http.Client {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
