@@ -80,19 +80,40 @@ func (s *Store) Loaded() <-chan struct{} { return s.follow.Loaded() }
 // reload lists both parents with watches and builds a snapshot, reading only
 // the children the previous one lacks.
 func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
+	next, err := s.load(ctx, fire)
+	if err != nil {
+		return err
+	}
+	s.snap.Store(next)
+	return nil
+}
+
+// children lists p's children, with a watch when fire is not nil.
+func (s *Store) children(ctx context.Context, p string, fire coord.WatchFunc) ([]string, error) {
+	if fire == nil {
+		names, _, err := s.c.Children(ctx, p)
+		return names, err
+	}
+	names, _, err := s.c.ChildrenW(ctx, p, fire)
+	return names, err
+}
+
+// load reads the tokens and ACLs (records already in the copy are not read
+// again: they never change, they are only created and deleted).
+func (s *Store) load(ctx context.Context, fire coord.WatchFunc) (*snapshot, error) {
 	for _, p := range []string{TokensPath, ACLsPath} {
 		if err := coord.EnsurePath(ctx, s.c, p); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	old := s.snap.Load()
-	ids, _, err := s.c.ChildrenW(ctx, TokensPath, fire)
+	ids, err := s.children(ctx, TokensPath, fire)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	keys, _, err := s.c.ChildrenW(ctx, ACLsPath, fire)
+	keys, err := s.children(ctx, ACLsPath, fire)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	next := &snapshot{tokens: make(map[string]TokenRecord, len(ids)), keys: make(map[string]ACL, len(keys))}
 	for _, id := range ids {
@@ -102,7 +123,7 @@ func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
 		}
 		var rec TokenRecord
 		if ok, err := s.read(ctx, TokensPath+"/"+id, &rec); err != nil {
-			return err
+			return nil, err
 		} else if ok {
 			next.tokens[id] = rec
 		}
@@ -114,7 +135,7 @@ func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
 		}
 		var a ACL
 		if ok, err := s.read(ctx, ACLsPath+"/"+k, &a); err != nil {
-			return err
+			return nil, err
 		} else if ok {
 			if err := a.Validate(); err != nil {
 				s.log.Warn("ignoring an invalid ACL in the store", "key", k, "err", err)
@@ -129,8 +150,7 @@ func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
 	}
 	sortACLs(list)
 	next.acls = NewACLSet(list)
-	s.snap.Store(next)
-	return nil
+	return next, nil
 }
 
 // read decodes a node; ok is false when it is gone or unreadable.
@@ -181,8 +201,9 @@ func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (
 func (s *Store) ACLs() *ACLSet { return s.snap.Load().acls }
 
 // Tokens lists the stored tokens (records only, never secrets), by creation.
-func (s *Store) Tokens() []TokenRecord {
-	snap := s.snap.Load()
+func (s *Store) Tokens() []TokenRecord { return s.snap.Load().sortedTokens() }
+
+func (snap *snapshot) sortedTokens() []TokenRecord {
 	out := make([]TokenRecord, 0, len(snap.tokens))
 	for _, r := range snap.tokens {
 		out = append(out, r)
@@ -194,6 +215,16 @@ func (s *Store) Tokens() []TokenRecord {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// ReadTokens is Tokens as the coordinator holds them now, not the watched
+// copy: a list right after a create or delete through any gateway shows it.
+func (s *Store) ReadTokens(ctx context.Context) ([]TokenRecord, error) {
+	snap, err := s.load(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return snap.sortedTokens(), nil
 }
 
 // CreateToken makes and stores a token; the string is returned once.
@@ -295,9 +326,20 @@ func (s *Store) DeleteACLs(ctx context.Context, f Filter) ([]ACL, error) {
 }
 
 // ListACLs returns the ACLs the filter matches, in a stable order.
-func (s *Store) ListACLs(f Filter) []ACL {
+func (s *Store) ListACLs(f Filter) []ACL { return s.snap.Load().matching(f) }
+
+// ReadACLs is ListACLs as the coordinator holds them now (see ReadTokens).
+func (s *Store) ReadACLs(ctx context.Context, f Filter) ([]ACL, error) {
+	snap, err := s.load(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return snap.matching(f), nil
+}
+
+func (snap *snapshot) matching(f Filter) []ACL {
 	var out []ACL
-	for _, a := range s.snap.Load().acls.All() {
+	for _, a := range snap.acls.All() {
 		if f.Matches(a) {
 			out = append(out, a)
 		}

@@ -49,7 +49,12 @@ func tokenOf(rec auth.TokenRecord) api.Token {
 // handleListTokens is GET /v1/tokens: ids and principals, never secrets.
 func (g *Gateway) handleListTokens(w http.ResponseWriter, r *http.Request) {
 	res := api.TokenList{Tokens: []api.Token{}}
-	for _, rec := range g.authStore.Tokens() {
+	recs, err := g.authStore.ReadTokens(r.Context())
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	for _, rec := range recs {
 		res.Tokens = append(res.Tokens, tokenOf(rec))
 	}
 	apihttp.WriteJSON(w, http.StatusOK, res)
@@ -112,7 +117,12 @@ func aclFilter(r *http.Request) auth.Filter {
 // handleListACLs is GET /v1/acls[?principal=…&resource_type=…&…].
 func (g *Gateway) handleListACLs(w http.ResponseWriter, r *http.Request) {
 	res := api.ACLList{ACLs: []api.ACL{}}
-	for _, a := range g.authStore.ListACLs(aclFilter(r)) {
+	acls, err := g.authStore.ReadACLs(r.Context(), aclFilter(r))
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	for _, a := range acls {
 		res.ACLs = append(res.ACLs, aclToAPI(a))
 	}
 	apihttp.WriteJSON(w, http.StatusOK, res)

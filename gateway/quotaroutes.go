@@ -27,7 +27,12 @@ func (g *Gateway) handleListQuotas(w http.ResponseWriter, r *http.Request) {
 	_, byPrincipal := q["principal"]
 	_, byClient := q["client_id"]
 	res := api.QuotaList{Quotas: []api.Quota{}}
-	for _, qt := range g.quotas.Config().All() {
+	cfg, err := g.quotas.Read(r.Context())
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	for _, qt := range cfg.All() {
 		if byPrincipal && qt.Principal != q.Get("principal") || byClient && qt.ClientID != q.Get("client_id") {
 			continue
 		}

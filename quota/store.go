@@ -62,6 +62,23 @@ func (s *Store) Loaded() <-chan struct{} { return s.follow.Loaded() }
 // Config is the current set of quotas.
 func (s *Store) Config() *Config { return s.cfg.Load() }
 
+// Read is the quotas as the coordinator holds them now, not the watched
+// copy: a list right after a change through any gateway shows it.
+func (s *Store) Read(ctx context.Context) (*Config, error) {
+	data, _, err := s.c.Get(ctx, Path)
+	if errors.Is(err, coord.ErrNoNode) {
+		return NewConfig(nil), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	doc, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("quota: the stored document is unreadable: %w", err)
+	}
+	return NewConfig(doc.Quotas), nil
+}
+
 // reload reads the node with a watch (or, while it does not exist, watches
 // for its creation) and publishes what it holds.
 func (s *Store) reload(ctx context.Context, fire coord.WatchFunc) error {
