@@ -141,11 +141,11 @@ func TestPushPoisonRecordIsDeadLettered(t *testing.T) {
 		}
 		return n >= 2
 	})
-	st, err := c.GetPush(ctxT(t, 10*time.Second), "poison")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := st.Partitions[0]; p.CommittedOffset > 5 {
+	// The attempts counted so far are committed with the offset.
+	st := waitStatus(t, c, "poison", 10*time.Second, "the head's attempts committed", func(st api.PushStatus) bool {
+		return len(st.Partitions) == 1 && st.Partitions[0].HeadAttempts >= 1
+	})
+	if p := st.Partitions[0]; p.CommittedOffset != 5 {
 		t.Fatalf("committed %d while offset 5 was being retried", p.CommittedOffset)
 	}
 	reqs := ep.waitFor(30*time.Second, "the other nine records", func(r []request) bool { return len(delivered(r)) == 9 })

@@ -171,6 +171,18 @@ func backoff(minD, maxD time.Duration, n int) time.Duration {
 	return max(time.Duration(rand.Int64N(int64(d)+1)), minD/10)
 }
 
+// retryBackoff spaces the tries of one refused record: exponential with
+// equal jitter (half fixed, half random), so a record is not tried again
+// at once, and records refused together spread out.
+func retryBackoff(minD, maxD time.Duration, n int) time.Duration {
+	d := minD
+	for i := 1; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

@@ -78,6 +78,7 @@ type partition struct {
 	committed     int64
 	committedMeta string
 	lastCommit    time.Time
+	commitFailed  bool // the last commit failed: the next waits commitInterval
 	fetchPos      int64
 	history       map[int64]attemptState // from the commit metadata, for records not yet fetched
 	window        []*slot
@@ -253,9 +254,12 @@ func (p *partition) dispatch(ctx context.Context, now time.Time) {
 	if p.stopped {
 		return
 	}
+	// A retry goes out only once the attempts counted so far are
+	// committed: a new owner then continues the count.
+	attemptsCommitted := p.metadata() == p.committedMeta
 	for i := 0; i < len(p.window) && p.inFlight < cfg.MaxInFlight; i++ {
 		s := p.window[i]
-		if s.state == waiting && !now.Before(s.due) {
+		if s.state == waiting && !now.Before(s.due) && attemptsCommitted {
 			s.state = pending
 		}
 		if s.state != pending || !p.mayGo(i) {
@@ -357,7 +361,7 @@ func (p *partition) answered(r result) {
 			continue
 		}
 		s.state = waiting
-		s.due = now.Add(backoff(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, s.attempts))
+		s.due = now.Add(retryBackoff(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, s.attempts))
 	}
 	p.trim()
 }
@@ -452,11 +456,14 @@ func (p *partition) maybeCommit(ctx context.Context, now time.Time, force bool) 
 	if point == p.committed && meta == p.committedMeta {
 		return nil
 	}
-	if !force && now.Sub(p.lastCommit) < commitInterval {
+	// Attempts are committed at once (they change at most once a backoff
+	// per record); progress every commitInterval.
+	if !force && (meta == p.committedMeta || p.commitFailed) && now.Sub(p.lastCommit) < commitInterval {
 		return nil
 	}
 	p.lastCommit = now
 	err := p.sub.commit(ctx, api.PartitionOffset{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: point, Metadata: meta})
+	p.commitFailed = err != nil
 	if err == nil {
 		p.committed, p.committedMeta = point, meta
 		return nil

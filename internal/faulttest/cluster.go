@@ -104,6 +104,9 @@ type Options struct {
 	// --tls-key, --tls-client-ca, --cluster-ca; --cluster-cert and
 	// --cluster-key on gateways). Default false: plain HTTP.
 	TLS bool
+	// GatewayArgs are added to every gateway's flags (--push-allow-private
+	// for tests that push to endpoints on loopback). Default none.
+	GatewayArgs []string
 }
 
 // EnvLogLevel sets the processes' default log level (debug shows, among
@@ -333,7 +336,7 @@ func (c *Cluster) gatewayArgs(addr string) []string {
 	if c.opts.TLS {
 		args = append(args, "--cluster-ca", c.CA.File, "--cluster-cert", c.gwCert, "--cluster-key", c.gwKey)
 	}
-	return args
+	return append(args, c.opts.GatewayArgs...)
 }
 
 // setUpTLS issues the cluster's certificates, makes the test's own HTTP
@@ -395,6 +398,24 @@ func (c *Cluster) AddGateway() string {
 	}
 	c.waitGateway("http://" + addr)
 	return "http://" + addr
+}
+
+// KillGateway SIGKILLs the gateway serving url (the first one or one
+// AddGateway started) and waits for it to exit.
+func (c *Cluster) KillGateway(url string) {
+	c.T.Helper()
+	addr := strings.TrimPrefix(url, "http://")
+	for _, p := range append([]*process{c.gateway}, c.more...) {
+		if p != nil && slices.Contains(p.args, addr) {
+			if err := p.signal(syscall.SIGKILL); err != nil {
+				c.T.Fatal(err)
+			}
+			_ = p.wait(10 * time.Second)
+			c.Logf("killed the gateway at %s", addr)
+			return
+		}
+	}
+	c.T.Fatalf("no gateway serves %s", url)
 }
 
 // GatewayProxy returns a new proxy in front of the gateway, for a client
