@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,3 +279,81 @@ func TestPushGoneDisables(t *testing.T) {
 
 // ctxShort is for calls that must not outlive a test step.
 func ctxShort(t *testing.T) context.Context { return ctxT(t, 10*time.Second) }
+
+// With ordering=key a slow endpoint gets one request per key at a time,
+// as many keys at once as max_in_flight allows, and each key's records
+// in order. A secret rotated meanwhile signs with both secrets during its
+// grace.
+func TestPushOrderingByKeyWithASlowEndpoint(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "t", 1)
+	ep := newEndpoint(t)
+	var mu sync.Mutex
+	inFlight, most := map[string]int{}, 0
+	total := 0
+	release := make(chan struct{})
+	ep.setRespond(func(r *http.Request, body []byte) (int, http.Header) {
+		key := r.Header.Get("ce-partitionkey")
+		mu.Lock()
+		inFlight[key]++
+		total++
+		if inFlight[key] > 1 {
+			t.Errorf("two requests of key %s at once", key)
+		}
+		most = max(most, total)
+		mu.Unlock()
+		select { // slow: held until the test has seen the concurrency it expects, or 5 s
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		mu.Lock()
+		inFlight[key]--
+		total--
+		mu.Unlock()
+		return http.StatusOK, nil
+	})
+	const keys, perKey = 6, 3
+	produce(t, c, "t", 0, keys*perKey, keys, nil)
+	sub := createPush(t, c, api.PushConfig{Name: "bykey", Topics: []string{"t"}, Endpoint: ep.srv.URL, Ordering: api.PushOrderKey, MaxInFlight: 4})
+	testwait.For(t, 30*time.Second, "four keys in flight at once", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return most >= 4
+	})
+	close(release)
+	reqs := ep.waitFor(60*time.Second, "every record", func(r []request) bool { return len(delivered(r)) == keys*perKey })
+	if most != 4 {
+		t.Fatalf("at most %d requests at once, want max_in_flight 4", most)
+	}
+	last := map[string]int64{}
+	for _, r := range reqs {
+		k := r.header.Get("ce-partitionkey")
+		if prev, ok := last[k]; ok && r.offset <= prev {
+			t.Fatalf("key %s: offset %d after %d", k, r.offset, prev)
+		}
+		last[k] = r.offset
+	}
+
+	// Rotation: during the grace both secrets sign each delivery.
+	rot, err := c.RotatePushSecret(ctxShort(t), "bykey", 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Secret == sub.Secret || !strings.HasPrefix(rot.Secret, "whsec_") {
+		t.Fatalf("rotation answered secret %q", rot.Secret)
+	}
+	n := len(ep.requests())
+	produce(t, c, "t", keys*perKey, 2, keys, nil)
+	reqs = ep.waitFor(60*time.Second, "the records after the rotation", func(r []request) bool { return len(delivered(r)) == keys*perKey+2 })
+	for _, r := range reqs[n:] {
+		if got := len(strings.Fields(r.header.Get("webhook-signature"))); got != 2 {
+			t.Fatalf("%d signatures during the grace, want 2", got)
+		}
+		if err := verifyWebhook(sub.Secret, r.header, r.body); err != nil {
+			t.Fatalf("the old secret does not verify: %v", err)
+		}
+		if err := verifyWebhook(rot.Secret, r.header, r.body); err != nil {
+			t.Fatalf("the new secret does not verify: %v", err)
+		}
+	}
+}
