@@ -325,6 +325,8 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/batches", g.handleFetchBatches)
 	r.With(topic(auth.OpDescribe)).Get("/v1/topics/{topic}/partitions/{partition}/offsets", g.handleListOffsets)
 	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/ws", g.handleWebSocket)
+	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/partitions/{partition}/sse", g.handlePartitionSSE)
+	r.With(topic(auth.OpRead)).Get("/v1/topics/{topic}/sse", g.handleTopicSSE)
 	r.Get("/v1/groups", g.handleListGroups) // lists what the caller may DESCRIBE
 	r.With(group(auth.OpDescribe)).Get("/v1/groups/{group}", g.handleDescribeGroup)
 	r.With(group(auth.OpDelete)).Delete("/v1/groups/{group}", g.handleDeleteGroup)

@@ -55,15 +55,20 @@ func appendGroupRecords(dst []byte, recs []api.GroupRecord) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, `{"topic":`...)
-		dst = appendJSONString(dst, recs[i].Topic)
-		dst = append(dst, `,"partition":`...)
-		dst = strconv.AppendInt(dst, int64(recs[i].Partition), 10)
-		dst = append(dst, ',')
-		dst = appendRecordFields(dst, &recs[i].FetchedRecord)
-		dst = append(dst, '}')
+		dst = appendGroupRecord(dst, &recs[i])
 	}
 	return append(dst, ']')
+}
+
+// appendGroupRecord encodes one record with its topic and partition.
+func appendGroupRecord(dst []byte, r *api.GroupRecord) []byte {
+	dst = append(dst, `{"topic":`...)
+	dst = appendJSONString(dst, r.Topic)
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, ',')
+	dst = appendRecordFields(dst, &r.FetchedRecord)
+	return append(dst, '}')
 }
 
 // renderGroupPoll encodes a group poll's answer; the fields other than the

@@ -1,0 +1,337 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
+)
+
+// Server-Sent Events: a partition's or a topic's records as
+// text/event-stream, for browsers' EventSource.
+//
+// Each record is one event: "id:" a cursor naming the position after it,
+// "data:" the record as the fetch API renders it (with its topic and
+// partition). A reconnect that sends the last id it saw (EventSource's
+// Last-Event-ID header, or ?last_event_id= on a first connection, which
+// cannot set headers) resumes right after that event: nothing is skipped
+// or sent twice. For a partition stream the id is the next offset; for a
+// topic stream it is an api.Cursor naming every partition's next offset.
+//
+// The stream starts with "retry:" (how long the browser waits before it
+// reconnects), sends a comment every sseHeartbeat so proxies keep it
+// open, and ends at the gateway's shutdown (the browser reconnects,
+// elsewhere). SSE streams count against the WebSocket connection limits
+// (gateway.ws.max.connections and per IP), take the same write timeout,
+// and their fetches are the caller's (ACLs and fetch quotas apply). A
+// failure ends the stream with an "error" event whose data is the error
+// body; the browser reconnects and resumes.
+const (
+	sseHeartbeat  = 15 * time.Second
+	sseRetryMs    = 2000
+	sseMaxRecords = 500
+	sseMaxBytes   = 1 << 20
+)
+
+// sseWriter writes events with a write deadline for each.
+type sseWriter struct {
+	g  *Gateway
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	b  []byte
+}
+
+func (g *Gateway) startSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies that buffer responses pass this one through
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{g: g, w: w, rc: http.NewResponseController(w)}
+	s.b = append(s.b, "retry: "+strconv.Itoa(sseRetryMs)+"\n\n"...)
+	return s
+}
+
+// event adds one event to the buffer; data's line breaks become further
+// data lines, as the format asks (a JSON text stays the same text).
+func (s *sseWriter) event(name, id string, data []byte) {
+	if name != "" {
+		s.b = append(s.b, "event: "+name+"\n"...)
+	}
+	if id != "" {
+		s.b = append(s.b, "id: "+id+"\n"...)
+	}
+	for {
+		i := indexLineBreak(data)
+		s.b = append(s.b, "data: "...)
+		if i < 0 {
+			s.b = append(s.b, data...)
+			s.b = append(s.b, '\n')
+			break
+		}
+		s.b = append(s.b, data[:i]...)
+		s.b = append(s.b, '\n')
+		data = data[i+1:]
+	}
+	s.b = append(s.b, '\n')
+}
+
+func indexLineBreak(b []byte) int {
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+// flush writes what is buffered within the write timeout.
+func (s *sseWriter) flush() error {
+	if len(s.b) == 0 {
+		return nil
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.g.wsConns.lim.WriteTimeout))
+	_, err := s.w.Write(s.b)
+	s.b = s.b[:0]
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	return err
+}
+
+func (s *sseWriter) heartbeat() error {
+	s.b = append(s.b, ": keep-alive\n\n"...)
+	return s.flush()
+}
+
+// fail ends the stream with an error event.
+func (s *sseWriter) fail(err error) {
+	e := api.Classify(err)
+	body, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable()}})
+	s.event("error", "", body)
+	_ = s.flush()
+}
+
+// lastEventID is the id a reconnecting client saw last: the Last-Event-ID
+// header, else ?last_event_id=.
+func lastEventID(r *http.Request) string {
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		return id
+	}
+	return r.URL.Query().Get("last_event_id")
+}
+
+// sseContext is the stream's context: it ends with the request or at the
+// gateway's shutdown.
+func (g *Gateway) sseContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(g.wsConns.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// handlePartitionSSE is GET /v1/topics/{topic}/partitions/{partition}/sse.
+func (g *Gateway) handlePartitionSSE(w http.ResponseWriter, r *http.Request) {
+	fp, err := g.parseFetchParams(r)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	if id := lastEventID(r); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < 0 {
+			apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "last event id %q is not an offset", id))
+			return
+		}
+		fp.offsetSpec = strconv.FormatInt(n, 10)
+	}
+	release, err := g.wsConns.admit(r)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	defer release()
+	ctx, cancel := g.sseContext(r)
+	defer cancel()
+	offset, err := g.resolveOffset(ctx, fp.topic, fp.partition, fp.offsetSpec)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	s := g.startSSE(w)
+	if err := s.flush(); err != nil {
+		return
+	}
+	fp.maxRecords, fp.maxBytes, fp.wait = sseMaxRecords, sseMaxBytes, sseHeartbeat
+	for ctx.Err() == nil {
+		res, err := g.fetchRecords(ctx, fp, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if g.waitThrottled(ctx, err) {
+				continue
+			}
+			s.fail(err)
+			return
+		}
+		if len(res.Records) == 0 {
+			offset = max(offset, res.NextOffset)
+			if s.heartbeat() != nil {
+				return
+			}
+			continue
+		}
+		for i := range res.Records {
+			rec := api.GroupRecord{Topic: fp.topic, Partition: fp.partition, FetchedRecord: res.Records[i]}
+			s.event("", strconv.FormatInt(rec.Offset+1, 10), appendGroupRecord(nil, &rec))
+		}
+		offset = res.NextOffset
+		if s.flush() != nil {
+			return
+		}
+	}
+}
+
+// handleTopicSSE is GET /v1/topics/{topic}/sse: every partition's records,
+// each partition in order, interleaved as they come.
+func (g *Gateway) handleTopicSSE(w http.ResponseWriter, r *http.Request) {
+	topic := chi.URLParam(r, "topic")
+	tm, ok := g.view.Current().Topics[topic]
+	if !ok {
+		apihttp.WriteError(w, api.Errorf(api.CodeUnknownTopic, "topic %q does not exist", topic))
+		return
+	}
+	spec := r.URL.Query().Get("offset")
+	switch spec {
+	case "":
+		spec = api.ResetEarliest
+	case api.ResetEarliest, api.ResetLatest:
+	default:
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidOffset, "offset=%q: want earliest or latest (a topic stream resumes from its last event id)", spec))
+		return
+	}
+	positions := map[int32]int64{}
+	if id := lastEventID(r); id != "" {
+		c, err := api.DecodeCursor(id)
+		if err != nil {
+			apihttp.WriteError(w, err)
+			return
+		}
+		for _, p := range c.Positions {
+			if p.Topic == topic && p.Offset >= 0 {
+				positions[p.Partition] = p.Offset
+			}
+		}
+	}
+	release, err := g.wsConns.admit(r)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	defer release()
+	ctx, cancel := g.sseContext(r)
+	defer cancel()
+	n := tm.Partitions()
+	for p := range n {
+		if _, ok := positions[int32(p)]; ok {
+			continue
+		}
+		off, err := g.resolveOffset(ctx, topic, int32(p), spec)
+		if err != nil {
+			apihttp.WriteError(w, err)
+			return
+		}
+		positions[int32(p)] = off
+	}
+	s := g.startSSE(w)
+	if err := s.flush(); err != nil {
+		return
+	}
+	type batch struct {
+		p    int32
+		res  api.FetchResponse
+		err  error
+		done chan struct{} // closed by the writer once the batch is written
+	}
+	batches := make(chan batch)
+	// The readers end with ctx; the handler cancels it and waits for them.
+	var readers sync.WaitGroup
+	defer func() {
+		cancel()
+		readers.Wait()
+	}()
+	for p := range n {
+		part := int32(p)
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			fp := fetchParams{topic: topic, partition: part, maxRecords: sseMaxRecords, maxBytes: sseMaxBytes / int64(max(n, 1)), wait: sseHeartbeat}
+			fp.maxBytes = max(fp.maxBytes, 64<<10)
+			offset := positions[part] // read before the writer starts changing it
+			for ctx.Err() == nil {
+				res, err := g.fetchRecords(ctx, fp, offset)
+				if err != nil && g.waitThrottled(ctx, err) {
+					continue
+				}
+				b := batch{p: part, res: res, err: err, done: make(chan struct{})}
+				select {
+				case batches <- b:
+				case <-ctx.Done():
+					return
+				}
+				select { // one batch in flight per partition: memory stays bounded
+				case <-b.done:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+				offset = max(offset, res.NextOffset)
+			}
+		}()
+	}
+	next := make([]api.PartitionOffset, n)
+	for p := range n {
+		next[p] = api.PartitionOffset{Topic: topic, Partition: int32(p), Offset: positions[int32(p)]}
+	}
+	heartbeat := time.NewTicker(sseHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			if s.heartbeat() != nil {
+				return
+			}
+		case b := <-batches:
+			if b.err != nil {
+				close(b.done)
+				if ctx.Err() == nil {
+					s.fail(b.err)
+				}
+				return
+			}
+			for i := range b.res.Records {
+				rec := api.GroupRecord{Topic: topic, Partition: b.p, FetchedRecord: b.res.Records[i]}
+				next[b.p].Offset = rec.Offset + 1
+				s.event("", api.Cursor{Positions: next}.Encode(), appendGroupRecord(nil, &rec))
+			}
+			if len(b.res.Records) > 0 {
+				next[b.p].Offset = max(next[b.p].Offset, b.res.NextOffset)
+			}
+			close(b.done)
+			if err := s.flush(); err != nil {
+				return
+			}
+		}
+	}
+}
