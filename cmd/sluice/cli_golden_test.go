@@ -254,14 +254,18 @@ func waitUntil(t *testing.T, url string, cond func(context.Context, *client.Clie
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
 		err := cond(ctx, cl)
 		if err == nil {
 			return
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err // not the deadline's own error, when there was another
+		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waited 15 s: %v", err)
+			t.Fatalf("waited 15 s: %v", last)
 		case <-tick.C:
 		}
 	}
