@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
 )
 
@@ -18,11 +20,26 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestCLIGold
 
 // cliCase is one command line run against the test cluster. Its golden file
 // testdata/cli/NAME.golden holds the command, its stdout, its stderr and its
-// exit status; the gateway's URL is written as $SLUICE_URL.
+// exit status; the gateway's URL is written as $SLUICE_URL, and the parts
+// in volatile as their placeholders.
 type cliCase struct {
 	name  string
 	stdin string
 	args  []string
+	// until, when set, is polled before the command runs until it returns
+	// nil: a state the cluster reaches in its own time (a pusher leaving
+	// its group) that the output depends on.
+	until func(ctx context.Context, cl *client.Client) error
+}
+
+// volatile are the parts of an output that differ from run to run, and
+// what the golden files hold instead.
+var volatile = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`), "whsec_$$SECRET"},              // a push subscription's signing secret
+	{regexp.MustCompile(`"(created_ms|updated_ms)": [0-9]+`), `"$1": $$UNIX_MS`}, // when it was made or changed
 }
 
 // Fixed times of the records produced below.
@@ -130,6 +147,35 @@ var cliCases = []cliCase{
 	{name: "groups-delete", args: []string{"groups", "delete", "billing"}},
 	{name: "groups-describe-unknown", args: []string{"groups", "describe", "billing"}},
 
+	// Push subscriptions, from the end of events: nothing is sent to their
+	// endpoints (no port listens there), so their states stay as set.
+	{name: "push-help", args: []string{"push", "--help"}},
+	{name: "push-create-help", args: []string{"push", "create", "--help"}},
+	{name: "push-create", args: []string{"push", "create", "hooks", "--topic", "events", "--endpoint", "http://127.0.0.1:9/hooks", "--start", "latest",
+		"--format", "structured", "--max-attempts", "5", "--max-per-second", "50"}},
+	{name: "push-create-json", args: []string{"push", "create", "audit", "--topic", "events", "--endpoint", "http://127.0.0.1:9/audit", "--start", "end",
+		"--ordering", "key", "--max-in-flight", "4", "--timeout-ms", "5000", "--dead-letter-topic", "audit-failed", "-o", "json"}},
+	{name: "push-create-exists", args: []string{"push", "create", "hooks", "--topic", "events", "--endpoint", "http://127.0.0.1:9/hooks"}},
+	{name: "push-create-no-endpoint", args: []string{"push", "create", "more", "--topic", "events"}},
+	{name: "push-create-bad-start", args: []string{"push", "create", "more", "--topic", "events", "--endpoint", "http://127.0.0.1:9/more", "--start", "soon"}},
+	{name: "push-create-bad-format", args: []string{"push", "create", "more", "--topic", "events", "--endpoint", "http://127.0.0.1:9/more", "--format", "xml"}},
+	{name: "push-create-unknown-topic", args: []string{"push", "create", "more", "--topic", "events,nope", "--endpoint", "http://127.0.0.1:9/more"}},
+	{name: "push-list", args: []string{"push", "list"}},
+	{name: "push-list-json", args: []string{"push", "list", "-o", "json"}},
+	{name: "push-pause", args: []string{"push", "pause", "hooks"}},
+	{name: "push-describe", args: []string{"push", "describe", "hooks"}, until: pushUnowned("hooks")},
+	{name: "push-describe-json", args: []string{"push", "describe", "hooks", "-o", "json"}},
+	{name: "push-seek-time", args: []string{"push", "seek", "hooks", "--to", "@" + t1}},
+	{name: "push-seek-latest", args: []string{"push", "seek", "hooks", "--to", "latest", "-o", "json"}},
+	{name: "push-seek-offset", args: []string{"push", "seek", "hooks", "--to", "3"}},
+	{name: "push-resume", args: []string{"push", "resume", "hooks"}},
+	{name: "push-rotate", args: []string{"push", "rotate", "hooks", "--grace-seconds", "3600"}},
+	{name: "push-rotate-json", args: []string{"push", "rotate", "hooks", "-o", "json"}},
+	{name: "push-delete", args: []string{"push", "delete", "hooks"}},
+	{name: "push-delete-json", args: []string{"push", "delete", "audit", "-o", "json"}},
+	{name: "push-describe-deleted", args: []string{"push", "describe", "hooks"}},
+	{name: "push-list-empty", args: []string{"push", "list"}},
+
 	// Describe and delete.
 	{name: "topics-describe", args: []string{"topics", "describe", "orders"}},
 	{name: "topics-describe-json", args: []string{"topics", "describe", "events", "-o", "json"}},
@@ -148,6 +194,9 @@ func TestCLIGolden(t *testing.T) {
 	t.Setenv("SLUICE_URL", c.URL) // --url is left out: the environment names the gateway
 	for _, tc := range cliCases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.until != nil {
+				waitUntil(t, c.URL, tc.until)
+			}
 			got := runGolden(t, c.URL, tc)
 			path := filepath.Join("testdata", "cli", tc.name+".golden")
 			if *update {
@@ -185,7 +234,61 @@ func runGolden(t *testing.T, url string, tc cliCase) string {
 	fmt.Fprintf(&b, "--- stdout\n%s", out.String())
 	fmt.Fprintf(&b, "--- stderr\n%s", errOut.String())
 	fmt.Fprintf(&b, "--- exit %d\n", code)
-	return strings.ReplaceAll(b.String(), url, "$SLUICE_URL")
+	got := strings.ReplaceAll(b.String(), url, "$SLUICE_URL")
+	for _, v := range volatile {
+		got = v.re.ReplaceAllString(got, v.with)
+	}
+	return got
+}
+
+// waitUntil polls cond until it returns nil, and fails the test with its
+// last error after 15 s.
+func waitUntil(t *testing.T, url string, cond func(context.Context, *client.Client) error) {
+	t.Helper()
+	cl, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		err := cond(ctx, cl)
+		if err == nil {
+			return
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err // not the deadline's own error, when there was another
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waited 15 s: %v", last)
+		case <-tick.C:
+		}
+	}
+}
+
+// pushUnowned holds once no pusher holds a partition of subscription
+// name: it was paused and its pushers left its group.
+func pushUnowned(name string) func(context.Context, *client.Client) error {
+	return func(ctx context.Context, cl *client.Client) error {
+		st, err := cl.GetPush(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(st.Partitions) == 0 {
+			return fmt.Errorf("push subscription %s has no partitions yet", name)
+		}
+		for _, p := range st.Partitions {
+			if p.Owner != "" {
+				return fmt.Errorf("%s/%d is still delivered by %s", p.Topic, p.Partition, p.Owner)
+			}
+		}
+		return nil
+	}
 }
 
 // shellJoin quotes args as a POSIX shell would need them.

@@ -34,6 +34,7 @@ func commands() []command {
 		{name: "produce", summary: "produce stdin's lines (or arguments) as records, idempotently; print where each landed", cli: produceCmd},
 		{name: "consume", summary: "print records of a topic's partitions from any position, or of a consumer group's share", cli: consumeCmd},
 		{name: "groups", summary: "list, describe, reset or delete consumer groups", cli: groupsCmd},
+		{name: "push", summary: "create, list, describe, pause, resume, seek, rotate, test or delete push subscriptions (records POSTed to HTTP endpoints)", cli: pushCmd},
 		{name: "tokens", summary: "create, list or revoke API tokens (env SLUICE_TOKEN sends one with every command)", cli: tokensCmd},
 		{name: "acls", summary: "create, list or delete ACLs", cli: aclsCmd},
 		{name: "quotas", summary: "list, set or delete client quotas (env SLUICE_CLIENT_ID sends a client id with every command)", cli: quotasCmd},
