@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"go.yaml.in/yaml/v3"
@@ -19,7 +22,9 @@ import (
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/brokerapi"
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/offsets"
+	"github.com/sluice-io/sluice/push"
 )
 
 // The tests in this file keep openapi.yaml (the single source of truth for the
@@ -58,6 +63,7 @@ type parameterDoc struct {
 		Default any    `yaml:"default"`
 		Minimum *int64 `yaml:"minimum"`
 		Maximum *int64 `yaml:"maximum"`
+		Pattern string `yaml:"pattern"`
 	} `yaml:"schema"`
 }
 
@@ -433,6 +439,23 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.ACLList{}, "ACLList", true, nil},
 		{api.Quota{}, "Quota", false, nil},
 		{api.QuotaList{}, "QuotaList", true, nil},
+		{api.PushConfig{}, "PushConfig", false, nil},
+		{api.PushConfig{}, "PushCreateRequest", false, nil},
+		{api.PushBatch{}, "PushBatch", false, nil},
+		{api.PushRetry{}, "PushRetry", false, nil},
+		{api.PushDeadLetter{}, "PushDeadLetter", false, nil},
+		{api.PushRate{}, "PushRate", false, nil},
+		{api.PushOutage{}, "PushOutage", false, nil},
+		{api.PushSubscription{}, "PushSubscription", true, nil},
+		{api.PushList{}, "PushList", true, nil},
+		{api.PushPartition{}, "PushPartition", true, nil},
+		{api.PushStatus{}, "PushStatus", true, nil},
+		{api.PushStateRequest{}, "PushStateRequest", false, nil},
+		{api.PushSeekRequest{}, "PushSeekRequest", false, nil},
+		{api.PushRotateRequest{}, "PushRotateRequest", false, nil},
+		// The answer of POST /v1/push/{name}/test, as served and as read.
+		{push.TestResult{}, "PushTestResult", true, nil},
+		{client.PushTestResult{}, "PushTestResult", true, nil},
 		// The frames of a WebSocket group member.
 		{wsRecordsFrame{}, "GroupRecordsFrame", true, nil},
 		{wsAssignmentFrame{}, "HeartbeatResponse", true, nil},
@@ -543,4 +566,276 @@ func ptrString(p *int64) string {
 		return "unset"
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// propertyDoc is the part of a schema property the bounds checks read.
+type propertyDoc struct {
+	Default   any      `yaml:"default"`
+	Minimum   *int64   `yaml:"minimum"`
+	Maximum   *int64   `yaml:"maximum"`
+	MinItems  *int64   `yaml:"minItems"`
+	MaxItems  *int64   `yaml:"maxItems"`
+	MaxLength *int64   `yaml:"maxLength"`
+	Enum      []string `yaml:"enum"`
+	Pattern   string   `yaml:"pattern"`
+}
+
+// property finds property name of schema, in its own properties or its
+// allOf members (inline or $refs).
+func (d *openAPIDoc) property(t *testing.T, schema, name string) propertyDoc {
+	t.Helper()
+	const prefix = "#/components/schemas/"
+	var find func(s schemaDoc) (yaml.Node, bool)
+	find = func(s schemaDoc) (yaml.Node, bool) {
+		if ref, ok := strings.CutPrefix(s.Ref, prefix); ok {
+			s = d.Components.Schemas[ref]
+		}
+		if n, ok := s.Properties[name]; ok {
+			return n, true
+		}
+		for _, sub := range s.AllOf {
+			if n, ok := find(sub); ok {
+				return n, true
+			}
+		}
+		return yaml.Node{}, false
+	}
+	s, ok := d.Components.Schemas[schema]
+	if !ok {
+		t.Fatalf("openapi.yaml has no schema %s", schema)
+	}
+	n, ok := find(s)
+	if !ok {
+		t.Fatalf("openapi.yaml: schema %s has no property %s", schema, name)
+	}
+	var p propertyDoc
+	if err := n.Decode(&p); err != nil {
+		t.Fatalf("openapi.yaml: %s.%s: %v", schema, name, err)
+	}
+	return p
+}
+
+// TestOpenAPIPushSettings checks the documented bounds, defaults and
+// choices of a push subscription's settings against push.Normalize: the
+// bounds are accepted, one past them is refused, 0 takes the documented
+// default, and every documented choice (and no other) is accepted.
+func TestOpenAPIPushSettings(t *testing.T) {
+	doc := loadSpec(t)
+	base := func() api.PushConfig {
+		return api.PushConfig{Name: "orders-hook", Topics: []string{"orders"}, Endpoint: "https://hooks.example.com/orders"}
+	}
+	normalize := func(change func(*api.PushConfig)) (api.PushConfig, error) {
+		c := base()
+		change(&c)
+		return push.Normalize(c)
+	}
+
+	numbers := []struct {
+		schema, name string
+		set          func(c *api.PushConfig, v int64)
+		get          func(c api.PushConfig) int64
+	}{
+		{"PushConfig", "max_in_flight",
+			func(c *api.PushConfig, v int64) { c.Ordering, c.MaxInFlight = api.PushOrderNone, int(v) },
+			func(c api.PushConfig) int64 { return int64(c.MaxInFlight) }},
+		{"PushConfig", "timeout_ms",
+			func(c *api.PushConfig, v int64) { c.TimeoutMs = v },
+			func(c api.PushConfig) int64 { return c.TimeoutMs }},
+		{"PushBatch", "max_records",
+			func(c *api.PushConfig, v int64) { c.Batch.MaxRecords = int(v) },
+			func(c api.PushConfig) int64 { return int64(c.Batch.MaxRecords) }},
+		{"PushBatch", "max_bytes",
+			func(c *api.PushConfig, v int64) { c.Batch.MaxBytes = v },
+			func(c api.PushConfig) int64 { return c.Batch.MaxBytes }},
+		{"PushBatch", "max_wait_ms",
+			func(c *api.PushConfig, v int64) { c.Batch.MaxWaitMs = v },
+			func(c api.PushConfig) int64 { return c.Batch.MaxWaitMs }},
+		{"PushRetry", "min_backoff_ms",
+			func(c *api.PushConfig, v int64) { c.Retry.MinBackoffMs = v },
+			func(c api.PushConfig) int64 { return c.Retry.MinBackoffMs }},
+		{"PushRetry", "max_backoff_ms",
+			// The lowest bound is min_backoff_ms: make that 1.
+			func(c *api.PushConfig, v int64) { c.Retry.MinBackoffMs, c.Retry.MaxBackoffMs = 1, v },
+			func(c api.PushConfig) int64 { return c.Retry.MaxBackoffMs }},
+		{"PushRetry", "max_attempts",
+			func(c *api.PushConfig, v int64) { c.Retry.MaxAttempts = int(v) },
+			func(c api.PushConfig) int64 { return int64(c.Retry.MaxAttempts) }},
+		{"PushRetry", "retry_after_max_ms",
+			func(c *api.PushConfig, v int64) { c.Retry.RetryAfterMaxMs = v },
+			func(c api.PushConfig) int64 { return c.Retry.RetryAfterMaxMs }},
+		{"PushRate", "max_per_second",
+			func(c *api.PushConfig, v int64) { c.Rate.MaxPerSecond = float64(v) },
+			func(c api.PushConfig) int64 { return int64(c.Rate.MaxPerSecond) }},
+		{"PushOutage", "disable_after_ms",
+			func(c *api.PushConfig, v int64) { c.Outage.DisableAfterMs = v },
+			func(c api.PushConfig) int64 { return c.Outage.DisableAfterMs }},
+	}
+	for _, tt := range numbers {
+		t.Run(tt.schema+"."+tt.name, func(t *testing.T) {
+			p := doc.property(t, tt.schema, tt.name)
+			if p.Minimum == nil || p.Default == nil {
+				t.Fatalf("documents minimum %s and default %v; both are needed", ptrString(p.Minimum), p.Default)
+			}
+			try := func(v int64) error {
+				_, err := normalize(func(c *api.PushConfig) { tt.set(c, v) })
+				return err
+			}
+			lo := *p.Minimum
+			if err := try(lo); err != nil {
+				t.Errorf("the documented minimum %d is refused: %v", lo, err)
+			}
+			below := lo - 1
+			if below == 0 {
+				below = -1 // 0 means the default
+			}
+			if try(below) == nil {
+				t.Errorf("%d, below the documented minimum %d, is accepted", below, lo)
+			}
+			if p.Maximum == nil {
+				if try(math.MaxInt32) != nil {
+					t.Errorf("no maximum is documented, but %d is refused", math.MaxInt32)
+				}
+			} else {
+				hi := *p.Maximum
+				if err := try(hi); err != nil {
+					t.Errorf("the documented maximum %d is refused: %v", hi, err)
+				}
+				if try(hi+1) == nil {
+					t.Errorf("%d, past the documented maximum %d, is accepted", hi+1, hi)
+				}
+			}
+			c, err := normalize(func(c *api.PushConfig) { tt.set(c, 0) })
+			if err != nil {
+				t.Fatalf("0 (the default) is refused: %v", err)
+			}
+			if got := tt.get(c); fmt.Sprint(p.Default) != strconv.FormatInt(got, 10) {
+				t.Errorf("documented default %v; 0 normalizes to %d", p.Default, got)
+			}
+		})
+	}
+
+	choices := []struct {
+		name string
+		set  func(c *api.PushConfig, v string)
+		get  func(c api.PushConfig) string
+		enum []string // the choices api/push.go names; nil: a free string
+	}{
+		{"format", func(c *api.PushConfig, v string) { c.Format = v }, func(c api.PushConfig) string { return c.Format },
+			[]string{api.PushFormatBinary, api.PushFormatStructured, api.PushFormatJSON, api.PushFormatRaw}},
+		{"ordering", func(c *api.PushConfig, v string) { c.Ordering = v }, func(c api.PushConfig) string { return c.Ordering },
+			[]string{api.PushOrderPartition, api.PushOrderKey, api.PushOrderNone}},
+		{"start", func(c *api.PushConfig, v string) { c.Start = v }, func(c api.PushConfig) string { return c.Start }, nil},
+		{"type", func(c *api.PushConfig, v string) { c.Type = v }, func(c api.PushConfig) string { return c.Type }, nil},
+	}
+	for _, tt := range choices {
+		t.Run("PushConfig."+tt.name, func(t *testing.T) {
+			p := doc.property(t, "PushConfig", tt.name)
+			if !slices.Equal(p.Enum, tt.enum) {
+				t.Errorf("documents the choices %v; api/push.go names %v", p.Enum, tt.enum)
+			}
+			for _, v := range p.Enum {
+				if _, err := normalize(func(c *api.PushConfig) { tt.set(c, v) }); err != nil {
+					t.Errorf("the documented choice %q is refused: %v", v, err)
+				}
+			}
+			if len(p.Enum) > 0 {
+				if _, err := normalize(func(c *api.PushConfig) { tt.set(c, "undocumented") }); err == nil {
+					t.Errorf("%q, not among the documented %v, is accepted", "undocumented", p.Enum)
+				}
+			}
+			c, err := normalize(func(c *api.PushConfig) { tt.set(c, "") })
+			if err != nil {
+				t.Fatalf("absent (the default) is refused: %v", err)
+			}
+			if got := tt.get(c); fmt.Sprint(p.Default) != got {
+				t.Errorf("documented default %v; absent normalizes to %q", p.Default, got)
+			}
+		})
+	}
+
+	t.Run("lengths", func(t *testing.T) {
+		typ := doc.property(t, "PushConfig", "type")
+		endpoint := doc.property(t, "PushConfig", "endpoint")
+		topics := doc.property(t, "PushConfig", "topics")
+		if typ.MaxLength == nil || endpoint.MaxLength == nil || topics.MinItems == nil || topics.MaxItems == nil {
+			t.Fatal("type and endpoint document maxLength, topics minItems and maxItems")
+		}
+		url := func(n int64) string {
+			const prefix = "https://hooks.example.com/"
+			return prefix + strings.Repeat("a", int(n)-len(prefix))
+		}
+		names := func(n int64) []string {
+			out := make([]string, n)
+			for i := range out {
+				out[i] = "t" + strconv.Itoa(i)
+			}
+			return out
+		}
+		tests := []struct {
+			what   string
+			set    func(c *api.PushConfig)
+			accept bool
+		}{
+			{"type at maxLength", func(c *api.PushConfig) { c.Type = strings.Repeat("t", int(*typ.MaxLength)) }, true},
+			{"type past maxLength", func(c *api.PushConfig) { c.Type = strings.Repeat("t", int(*typ.MaxLength)+1) }, false},
+			{"endpoint at maxLength", func(c *api.PushConfig) { c.Endpoint = url(*endpoint.MaxLength) }, true},
+			{"endpoint past maxLength", func(c *api.PushConfig) { c.Endpoint = url(*endpoint.MaxLength + 1) }, false},
+			{"topics at minItems", func(c *api.PushConfig) { c.Topics = names(*topics.MinItems) }, true},
+			{"topics below minItems", func(c *api.PushConfig) { c.Topics = names(*topics.MinItems - 1) }, false},
+			{"topics at maxItems", func(c *api.PushConfig) { c.Topics = names(*topics.MaxItems) }, true},
+			{"topics past maxItems", func(c *api.PushConfig) { c.Topics = names(*topics.MaxItems + 1) }, false},
+		}
+		for _, tt := range tests {
+			if _, err := normalize(tt.set); (err == nil) != tt.accept {
+				t.Errorf("%s: accepted %t (%v), documented %t", tt.what, err == nil, err, tt.accept)
+			}
+		}
+	})
+
+	t.Run("name", func(t *testing.T) {
+		p := doc.property(t, "PushConfig", "name")
+		for path, item := range doc.Paths {
+			if !strings.HasPrefix(path, "/v1/push/{name}") {
+				continue
+			}
+			var params []parameterDoc
+			node := item["parameters"]
+			if err := node.Decode(&params); err != nil {
+				t.Fatalf("%s: parameters: %v", path, err)
+			}
+			param := doc.parameter(t, operationDoc{Parameters: params}, "name")
+			if param.In != "path" || param.Schema.Pattern != p.Pattern {
+				t.Errorf("%s: the name parameter (in %s) has pattern %q; PushConfig.name's is %q", path, param.In, param.Schema.Pattern, p.Pattern)
+			}
+		}
+		re, err := regexp.Compile(p.Pattern)
+		if err != nil {
+			t.Fatalf("PushConfig.name's pattern %q: %v", p.Pattern, err)
+		}
+		for _, name := range []string{"a", "orders-hook", "A.b_c-9", strings.Repeat("n", 200), strings.Repeat("n", 201), "", "a/b", "a b", "ü"} {
+			if documented, valid := re.MatchString(name), push.ValidateName(name) == nil; documented != valid {
+				t.Errorf("name %q: the pattern matches %t, ValidateName accepts %t", name, documented, valid)
+			}
+		}
+	})
+
+	t.Run("states", func(t *testing.T) {
+		if got, want := doc.property(t, "PushStateRequest", "state").Enum, []string{api.PushActive, api.PushPaused}; !slices.Equal(got, want) {
+			t.Errorf("PushStateRequest.state documents %v; handlePushState takes %v", got, want)
+		}
+		got := doc.property(t, "PushSubscription", "state").Enum
+		want := []string{api.PushActive, api.PushPaused, api.PushBackingOff, api.PushDisabled}
+		if !slices.Equal(got, want) {
+			t.Errorf("PushSubscription.state documents %v; the states are %v", got, want)
+		}
+	})
+
+	t.Run("grace_seconds", func(t *testing.T) {
+		p := doc.property(t, "PushRotateRequest", "grace_seconds")
+		def, hi := int64(push.DefaultRotationGrace/time.Second), int64(push.MaxRotationGrace/time.Second)
+		if p.Minimum == nil || p.Maximum == nil || *p.Minimum != 0 || *p.Maximum != hi || fmt.Sprint(p.Default) != strconv.FormatInt(def, 10) {
+			t.Errorf("documented default %v, range [%s, %s]; handlePushRotate uses default %d, range [0, %d]",
+				p.Default, ptrString(p.Minimum), ptrString(p.Maximum), def, hi)
+		}
+	})
 }
