@@ -110,6 +110,10 @@ func (c pushCluster) Resolve(ctx context.Context, tp api.TopicPartition, spec st
 	defer cancel()
 	if ts, ok := strings.CutPrefix(spec, "timestamp:"); ok {
 		res, err := c.g.listOffsets(ctx, tp.Topic, tp.Partition, ts)
+		if err == nil && res.Offset < 0 {
+			// No record at or after the time: start at the end.
+			return c.g.resolveOffset(ctx, tp.Topic, tp.Partition, api.ResetLatest)
+		}
 		return res.Offset, err
 	}
 	return c.g.resolveOffset(ctx, tp.Topic, tp.Partition, spec)

@@ -10,6 +10,7 @@
 package push
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"regexp"
@@ -204,17 +205,24 @@ func Normalize(c api.PushConfig) (api.PushConfig, error) {
 func Patch(cur api.PushConfig, body []byte) (api.PushConfig, error) {
 	next := cur
 	next.Topics = slices.Clone(cur.Topics)
-	if err := json.Unmarshal(body, &next); err != nil {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&next); err != nil {
 		return cur, api.Errorf(api.CodeInvalidRequest, "bad JSON body: %v", err)
 	}
+	if d.More() {
+		return cur, api.Errorf(api.CodeInvalidRequest, "bad JSON body: data after the object")
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(body, &fields)
 	if next.Name != cur.Name {
 		return cur, api.Errorf(api.CodeInvalidRequest, "name is fixed at creation")
 	}
 	if next.Start != cur.Start {
 		return cur, api.Errorf(api.CodeInvalidRequest, "start is used at creation only; seek instead (POST /v1/push/{name}/seek)")
 	}
-	if next.Ordering != cur.Ordering && next.Ordering != api.PushOrderPartition && cur.Ordering == api.PushOrderPartition {
-		next.MaxInFlight = 0 // partition's 1 was not asked for
+	if _, set := fields["max_in_flight"]; !set && next.Ordering != cur.Ordering && cur.Ordering == api.PushOrderPartition {
+		next.MaxInFlight = 0 // partition's 1 was not asked for: the default
 	}
 	return Normalize(next)
 }

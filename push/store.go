@@ -168,6 +168,10 @@ func decodeSubscription(data []byte) (*Subscription, error) {
 // Create stores a new subscription; ErrExists when the name is taken,
 // ErrTooMany past MaxSubscriptions.
 func (s *Store) Create(ctx context.Context, sub *Subscription) error {
+	return coordErr(s.create(ctx, sub))
+}
+
+func (s *Store) create(ctx context.Context, sub *Subscription) error {
 	if err := coord.EnsurePath(ctx, s.c, Path); err != nil {
 		return err
 	}
@@ -202,6 +206,11 @@ func (s *Store) Create(ctx context.Context, sub *Subscription) error {
 // was stored. ErrUnknown when the subscription does not exist; an error
 // from change is returned as is, and nothing is written.
 func (s *Store) Update(ctx context.Context, name string, change func(*Subscription) error) (*Subscription, error) {
+	sub, err := s.update(ctx, name, change)
+	return sub, coordErr(err)
+}
+
+func (s *Store) update(ctx context.Context, name string, change func(*Subscription) error) (*Subscription, error) {
 	path := Path + "/" + name
 	for {
 		data, st, err := s.c.Get(ctx, path)
@@ -241,6 +250,10 @@ func (s *Store) Update(ctx context.Context, name string, change func(*Subscripti
 
 // Delete removes a subscription; ErrUnknown when it does not exist.
 func (s *Store) Delete(ctx context.Context, name string) error {
+	return coordErr(s.delete(ctx, name))
+}
+
+func (s *Store) delete(ctx context.Context, name string) error {
 	path := Path + "/" + name
 	for {
 		_, pst, err := s.c.Get(ctx, Path)
@@ -270,6 +283,11 @@ func changeCount(st coord.Stat) []byte {
 // Read reads a subscription from the coordinator (not the watched copy, so
 // a route answers what was just written); ErrUnknown when there is none.
 func (s *Store) Read(ctx context.Context, name string) (*Subscription, error) {
+	sub, err := s.read(ctx, name)
+	return sub, coordErr(err)
+}
+
+func (s *Store) read(ctx context.Context, name string) (*Subscription, error) {
 	data, _, err := s.c.Get(ctx, Path+"/"+name)
 	if errors.Is(err, coord.ErrNoNode) {
 		return nil, api.Errorf(api.CodeUnknownSubscription, "no push subscription %q", name)
@@ -286,6 +304,11 @@ func (s *Store) Read(ctx context.Context, name string) (*Subscription, error) {
 
 // List reads every subscription from the coordinator, sorted by name.
 func (s *Store) List(ctx context.Context) ([]*Subscription, error) {
+	subs, err := s.list(ctx)
+	return subs, coordErr(err)
+}
+
+func (s *Store) list(ctx context.Context) ([]*Subscription, error) {
 	names, _, err := s.c.Children(ctx, Path)
 	if errors.Is(err, coord.ErrNoNode) {
 		return nil, nil
@@ -296,7 +319,7 @@ func (s *Store) List(ctx context.Context) ([]*Subscription, error) {
 	sort.Strings(names)
 	out := make([]*Subscription, 0, len(names))
 	for _, name := range names {
-		sub, err := s.Read(ctx, name)
+		sub, err := s.read(ctx, name)
 		if errors.Is(err, ErrUnknown) {
 			continue
 		}
@@ -306,4 +329,14 @@ func (s *Store) List(ctx context.Context) ([]*Subscription, error) {
 		out = append(out, sub)
 	}
 	return out, nil
+}
+
+// coordErr keeps the API's errors (those of the store and of a change
+// function) and makes any other, the coordinator's, COORDINATOR_NOT_AVAILABLE.
+func coordErr(err error) error {
+	var ae *api.Error
+	if err == nil || errors.As(err, &ae) {
+		return err
+	}
+	return api.Errorf(api.CodeCoordinatorNotAvail, "the push subscriptions' store: %v", err)
 }

@@ -194,6 +194,12 @@ func TestNormalize(t *testing.T) {
 	if _, err := Patch(c, []byte(`{"name":"other"}`)); err == nil {
 		t.Fatal("a patch renamed the subscription")
 	}
+	if _, err := Patch(c, []byte(`{"endpont":"https://typo.example/"}`)); err == nil {
+		t.Fatal("a patch with an unknown field was accepted")
+	}
+	if p, err := Patch(c, []byte(`{"ordering":"key","max_in_flight":4}`)); err != nil || p.MaxInFlight != 4 {
+		t.Fatalf("ordering and max_in_flight in one patch: %d %v", p.MaxInFlight, err)
+	}
 }
 
 func TestAttemptsMetadataRoundTrip(t *testing.T) {
