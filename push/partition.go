@@ -26,6 +26,7 @@ const (
 	windowBytes   = 4 << 20
 	// dltRetry spaces dead-letter writes that failed, fetchRetry fetches.
 	dltRetry   = time.Second
+	dltTimeout = 10 * time.Second // one dead-letter write, its retries included
 	fetchRetry = 250 * time.Millisecond
 )
 
@@ -376,7 +377,7 @@ func (p *partition) startDLT(ctx context.Context, s *slot) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, dltTimeout)
 		defer cancel()
 		err := p.sub.cluster.Produce(dctx, p.sub.cfg.DeadLetter.Topic, rec)
 		p.results <- result{kind: resDLT, slots: []*slot{s}, err: err}
