@@ -150,3 +150,36 @@ const (
 	DLTHeaderStatus       = "sluice-dlt-status"   // the last answer's HTTP status, 0 for none
 	DLTHeaderResponse     = "sluice-dlt-response" // the start of the last answer's body, or the error
 )
+
+// PushDeliveriesTopic is the internal topic of push attempts worth showing
+// (GET /v1/push/{name}/deliveries), keyed by subscription: one partition,
+// kept a day (at most 64 MiB).
+const PushDeliveriesTopic = "__push_deliveries"
+
+// Delivery log statuses.
+const (
+	DeliveryFailed    = "failed"    // an attempt the endpoint did not acknowledge
+	DeliveryDead      = "dead"      // the record was written to the dead-letter topic
+	DeliveryDelivered = "delivered" // acknowledged after failed attempts (or a test event)
+)
+
+// PushDelivery is one entry of the delivery log.
+type PushDelivery struct {
+	TimeMs       int64  `json:"time_ms"`
+	Subscription string `json:"subscription"`
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Offset       int64  `json:"offset"`
+	Attempt      int    `json:"attempt"`     // sluice-attempt of the request (counted attempts + 1)
+	Status       string `json:"status"`      // failed, dead, delivered
+	HTTPStatus   int    `json:"http_status"` // 0: no answer
+	LatencyMs    int64  `json:"latency_ms"`
+	Error        string `json:"error,omitempty"`
+	Response     string `json:"response,omitempty"` // the start of the answer's body, at most 4 KiB
+	Gateway      string `json:"gateway"`            // the pusher's instance id
+}
+
+// PushDeliveries answers GET /v1/push/{name}/deliveries, newest first.
+type PushDeliveries struct {
+	Deliveries []PushDelivery `json:"deliveries"`
+}

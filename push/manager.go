@@ -37,14 +37,15 @@ type ManagerOptions struct {
 //
 // Goroutines: the store's watcher (Store); loop (Start → Close), which
 // reconciles the running pushers with the store after each change; one
-// run per active subscription, started and stopped by loop; short
-// disable writes. All are owned by goroutines and waited for in Close.
+// run per active subscription, started and stopped by loop; the delivery
+// log's writer; short disable writes. All are owned by goroutines and waited for in Close.
 type Manager struct {
 	opts   ManagerOptions
 	log    *slog.Logger
 	store  *Store
 	client *http.Client
 	wake   chan struct{}
+	dlog   *deliveryLog
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,6 +76,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	m := &Manager{opts: opts, log: opts.Logger, client: NewHTTPClient(opts.AllowPrivate), wake: make(chan struct{}, 1), runs: map[string]*runHandle{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.store = NewStore(opts.Coord, opts.Logger, m.changed)
+	m.dlog = newDeliveryLog(opts.Cluster, opts.Instance, opts.Metrics, opts.Logger)
 	return m
 }
 
@@ -95,6 +97,7 @@ func (m *Manager) changed() {
 func (m *Manager) Start() {
 	m.store.Start()
 	m.group.Go(m.loop)
+	m.group.Go(func() { m.dlog.run(m.ctx) })
 }
 
 // Close stops every pusher (each commits what it delivered and leaves its
@@ -156,7 +159,7 @@ func (m *Manager) reconcile() {
 			continue
 		}
 		stats := m.opts.Metrics.forSubscription(name)
-		run, err := newSubscriptionRun(sub, m.opts.Instance, m.opts.ClusterName, m.opts.Cluster, m.client, m.log, stats,
+		run, err := newSubscriptionRun(sub, m.opts.Instance, m.opts.ClusterName, m.opts.Cluster, m.client, m.log, stats, m.dlog,
 			func(reason string) { m.disable(name, reason) })
 		if err != nil {
 			m.log.Error("a push subscription cannot run", "subscription", name, "err", err)
@@ -248,5 +251,11 @@ func (m *Manager) Test(ctx context.Context, sub *Subscription) (TestResult, erro
 	}
 	resp, err := m.client.Do(req)
 	o := judge(resp, err, time.Now(), false)
+	o.took = time.Since(now)
+	status := api.DeliveryDelivered
+	if o.verdict != delivered {
+		status = api.DeliveryFailed
+	}
+	m.dlog.record(sub.Config.Name, d.tp, -1, 1, o, status)
 	return TestResult{Status: o.status, Verdict: o.verdict.String(), LatencyMs: time.Since(now).Milliseconds(), Response: o.excerpt}, nil
 }

@@ -15,10 +15,12 @@ import (
 //	sluice_push_dead_lettered_total{subscription}      records written to the dead-letter topic
 //	sluice_push_backing_off{subscription}              1 while the endpoint is treated as down
 //	sluice_push_request_seconds{subscription}          request latency
+//	sluice_push_delivery_log_dropped_total             delivery log entries not written
 type Metrics struct {
 	delivered, requests, failed, dead *prometheus.CounterVec
 	backingOff                        *prometheus.GaugeVec
 	latency                           *prometheus.HistogramVec
+	logDropped                        prometheus.Counter
 }
 
 // NewMetrics registers the push metrics with reg.
@@ -33,9 +35,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		backingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_push_backing_off", Help: "1 while the subscription's endpoint is treated as down (probing)."}, sub),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_push_request_seconds", Help: "Push request latency, answered or not.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, sub),
+		logDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_push_delivery_log_dropped_total",
+			Help: "Delivery log entries dropped: the queue was full or the write failed."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.delivered, m.requests, m.failed, m.dead, m.backingOff, m.latency)
+		reg.MustRegister(m.delivered, m.requests, m.failed, m.dead, m.backingOff, m.latency, m.logDropped)
 	}
 	return m
 }

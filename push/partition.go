@@ -45,6 +45,7 @@ const (
 type slot struct {
 	rec      recordbatch.Record
 	attempts int   // counted against it, across owners
+	tries    int   // requests that carried it from this owner
 	firstMs  int64 // its first counted attempt
 	state    slotState
 	due      time.Time
@@ -339,6 +340,12 @@ func (p *partition) answered(r result) {
 		if verdict == delivered && r.out.failed[s.rec.Offset] {
 			verdict, counts = refused, true // a batch item the endpoint reported failed
 		}
+		if verdict != delivered {
+			p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts+1, r.out, api.DeliveryFailed)
+		} else if s.attempts > 0 || s.tries > 0 {
+			p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts+1, r.out, api.DeliveryDelivered)
+		}
+		s.tries++
 		switch {
 		case verdict == delivered:
 			s.state = done
@@ -394,6 +401,7 @@ func (p *partition) deadLettered(r result) {
 	}
 	s.state = done
 	p.sub.stats.deadLettered()
+	p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts, s.last, api.DeliveryDead)
 	p.trim()
 }
 

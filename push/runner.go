@@ -33,6 +33,7 @@ type subscriptionRun struct {
 	gate     *gate
 	log      *slog.Logger
 	stats    *subStats
+	dlog     *deliveryLog // nil: no delivery log
 	// onDisable stores the disabled state (the manager's); called once.
 	onDisable func(reason string)
 
@@ -59,7 +60,7 @@ type partRun struct {
 	done   chan struct{}
 }
 
-func newSubscriptionRun(sub *Subscription, instance, cluster string, c Cluster, client *http.Client, log *slog.Logger, stats *subStats, onDisable func(string)) (*subscriptionRun, error) {
+func newSubscriptionRun(sub *Subscription, instance, cluster string, c Cluster, client *http.Client, log *slog.Logger, stats *subStats, dlog *deliveryLog, onDisable func(string)) (*subscriptionRun, error) {
 	sign, err := newSigner(sub.Secrets)
 	if err != nil {
 		return nil, err
@@ -71,6 +72,7 @@ func newSubscriptionRun(sub *Subscription, instance, cluster string, c Cluster, 
 		gate:      newGate(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, cfg.Rate.MaxPerSecond),
 		log:       log.With("subscription", cfg.Name),
 		stats:     stats,
+		dlog:      dlog,
 		onDisable: onDisable,
 		disabled:  make(chan struct{}),
 		resync:    make(chan struct{}, 1),
