@@ -37,7 +37,10 @@ import (
 //     characters are the value (the JSON format's "encoded content
 //     string"). An event without data has a null value;
 //   - time, when given, is the record's timestamp (a time before 1970,
-//     which a record cannot carry, leaves it to the gateway's clock).
+//     which a record cannot carry, leaves it to the gateway's clock); a
+//     time that is not RFC 3339 is refused, as is any attribute the
+//     specification's rules make invalid, since the event pushed back
+//     would be one no CloudEvents receiver reads.
 //
 // The JSON forms are scanned by the produce body scanner (jsonscan.go),
 // within the same limits and memory charges as a JSON produce; a binary
@@ -101,7 +104,7 @@ func stringAttribute(name []byte) bool {
 
 // ceContext is what an event's attributes decide beyond their headers.
 type ceContext struct {
-	label string // "event" or "event <i>", for messages
+	index int // in its batch; -1 for an event on its own
 	hs    []recordbatch.RecordHeader
 	// The attributes checked or used, nil when absent.
 	specversion, id, source, typ, time, subject, contentType, dataschema, partitionKey []byte
@@ -109,7 +112,10 @@ type ceContext struct {
 
 // failEvent is an INVALID_RECORD error about the event.
 func (c *ceContext) failEvent(format string, args ...any) error {
-	return api.Errorf(api.CodeInvalidRecord, "%s: "+format, append([]any{c.label}, args...)...)
+	if c.index < 0 {
+		return api.Errorf(api.CodeInvalidRecord, "event: "+format, args...)
+	}
+	return api.Errorf(api.CodeInvalidRecord, "event %d: "+format, append([]any{c.index}, args...)...)
 }
 
 // add records attribute name with value v, within lim's header bound.
@@ -221,7 +227,7 @@ func parseCloudEvent(body []byte, lim *parseLimits) ([]pendingRecord, error) {
 		return nil, api.Errorf(api.CodeInvalidRequest, "a %s body is one JSON object, an event", mediaCloudEvent)
 	}
 	s.charge(recordCost)
-	pr := s.cloudEvent("event")
+	pr := s.cloudEvent(-1)
 	s.end()
 	if s.err == nil {
 		s.err = lim.settle()
@@ -246,13 +252,12 @@ func parseCloudEventBatch(body []byte, lim *parseLimits) ([]pendingRecord, error
 			s.err = api.Errorf(api.CodeTooManyRecords, "more than %d records (%s)", lim.maxRecords, api.LimitMaxRecordsPerRequest)
 			return
 		}
-		label := "event " + strconv.Itoa(len(recs))
 		if s.peek() != '{' {
-			s.err = api.Errorf(api.CodeInvalidRecord, "%s is not a JSON object", label)
+			s.err = api.Errorf(api.CodeInvalidRecord, "event %d is not a JSON object", len(recs))
 			return
 		}
 		s.charge(recordCost)
-		recs = append(recs, s.cloudEvent(label))
+		recs = append(recs, s.cloudEvent(len(recs)))
 	})
 	s.end()
 	if s.err == nil {
@@ -275,10 +280,11 @@ var (
 	ceFalse = []byte("false")
 )
 
-// cloudEvent scans one event object in the JSON format at the cursor.
-func (s *scanner) cloudEvent(label string) pendingRecord {
+// cloudEvent scans one event object in the JSON format at the cursor, the
+// index-th of its batch (-1: on its own).
+func (s *scanner) cloudEvent(index int) pendingRecord {
 	pr := pendingRecord{partition: -1}
-	c := ceContext{label: label}
+	c := ceContext{index: index}
 	var data, dataB64 []byte
 	var haveData, haveB64, seenData, seenB64 bool
 	fail := func(err error) {
@@ -413,7 +419,7 @@ func isBinaryCloudEvent(h http.Header) bool {
 // max.headers.per.record bounds the table).
 func binaryCloudEvent(h http.Header, lim *parseLimits) (pendingRecord, error) {
 	pr := pendingRecord{partition: -1}
-	c := ceContext{label: "event"}
+	c := ceContext{index: -1}
 	// In header order, so the first bad one named is the same every time.
 	names := make([]string, 0, len(h))
 	for k := range h {
