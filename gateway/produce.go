@@ -383,6 +383,9 @@ func (in *produceInput) releaseBody(res *reservation) {
 // body, record and header limits, taking what it holds from res.
 func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions int, res *reservation) (produceInput, error) {
 	mt := mediaType(r)
+	if mt != mediaCloudEvent && mt != mediaCloudEventBatch && isBinaryCloudEvent(r.Header) {
+		return g.readBinaryCloudEvent(r, cfg, res)
+	}
 	switch mt {
 	case mediaOctet:
 		bp, held, err := g.readBody(r, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge, res)
@@ -397,7 +400,7 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions i
 		pr := pendingRecord{partition: oq.partition, key: oq.key, value: *bp}
 		recs := append(getPending(1), pr)
 		return produceInput{recs: recs, body: bp, bodyHeld: held}, nil
-	case mediaJSON, mediaNDJSON:
+	case mediaJSON, mediaNDJSON, mediaCloudEvent, mediaCloudEventBatch:
 		bp, held, err := g.readBody(r, g.opts.MaxBodyBytes, api.CodeRequestTooLarge, res)
 		if err != nil {
 			return produceInput{}, err
@@ -405,9 +408,14 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions i
 		in := produceInput{body: bp, bodyHeld: held}
 		lim := &parseLimits{maxRecords: g.limits.MaxRecordsPerRequest, maxHeaders: g.limits.MaxHeadersPerRecord,
 			maxSequences: partitions, mem: res}
-		if mt == mediaNDJSON {
+		switch mt {
+		case mediaNDJSON:
 			in.recs, err = parseNDJSON(*bp, lim)
-		} else {
+		case mediaCloudEvent:
+			in.recs, err = parseCloudEvent(*bp, lim)
+		case mediaCloudEventBatch:
+			in.recs, err = parseCloudEventBatch(*bp, lim)
+		default:
 			in.recs, in.pf, err = parseJSONBody(*bp, lim)
 		}
 		if err != nil {
@@ -416,10 +424,36 @@ func (g *Gateway) readRecords(r *http.Request, cfg api.TopicConfig, partitions i
 		}
 		return in, nil
 	case "":
-		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s, %s or %s", mediaJSON, mediaNDJSON, mediaOctet)
+		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "set Content-Type to %s (or send a CloudEvent in binary mode, with ce-* headers)", produceMediaTypes)
 	default:
-		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s, %s or %s", mt, mediaJSON, mediaNDJSON, mediaOctet)
+		return produceInput{}, api.Errorf(api.CodeUnsupportedMediaType, "Content-Type %q: want %s (or a CloudEvent in binary mode, with ce-* headers)", mt, produceMediaTypes)
 	}
+}
+
+// produceMediaTypes lists the media types of a produce body, for errors.
+const produceMediaTypes = mediaJSON + ", " + mediaNDJSON + ", " + mediaOctet + ", " + mediaCloudEvent + " or " + mediaCloudEventBatch
+
+// readBinaryCloudEvent reads a CloudEvent in binary mode: its body is the
+// record's value, within max.message.bytes as an application/octet-stream
+// body is, and its ce-* headers (and Content-Type) the attributes. An
+// empty body is an event without data: a null value.
+func (g *Gateway) readBinaryCloudEvent(r *http.Request, cfg api.TopicConfig, res *reservation) (produceInput, error) {
+	bp, held, err := g.readBody(r, int64(cfg.MaxMessageBytes), api.CodeRecordTooLarge, res)
+	if err != nil {
+		return produceInput{}, err
+	}
+	in := produceInput{body: bp, bodyHeld: held}
+	lim := &parseLimits{maxRecords: 1, maxHeaders: g.limits.MaxHeadersPerRecord, mem: res}
+	pr, err := binaryCloudEvent(r.Header, lim)
+	if err != nil {
+		in.releaseBody(res)
+		return produceInput{}, err
+	}
+	if len(*bp) > 0 {
+		pr.value = *bp
+	}
+	in.recs = append(getPending(1), pr)
+	return in, nil
 }
 
 // readBody reads a request body of at most limit bytes (else code) into a

@@ -7,14 +7,18 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/push"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
-// Media types a produce accepts.
+// Media types a produce accepts (and CloudEvents in binary mode, by their
+// ce-* headers: cloudevents.go).
 const (
-	mediaJSON   = "application/json"
-	mediaNDJSON = "application/x-ndjson"
-	mediaOctet  = "application/octet-stream"
+	mediaJSON            = "application/json"
+	mediaNDJSON          = "application/x-ndjson"
+	mediaOctet           = "application/octet-stream"
+	mediaCloudEvent      = push.ContentTypeCloudEvent      // one CloudEvent, structured mode
+	mediaCloudEventBatch = push.ContentTypeCloudEventBatch // CloudEvents, batched mode
 )
 
 // pendingRecord is one record of a produce request, before it has a partition.
