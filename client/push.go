@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -109,6 +111,22 @@ type PushTestResult struct {
 // (POST /v1/push/{name}/test) and returns how it was answered.
 func (c *Client) TestPush(ctx context.Context, name string) (PushTestResult, error) {
 	var out PushTestResult
-	err := c.doJSON(ctx, &request{method: http.MethodPost, path: pushPath(name) + "/test", safety: retryUnapplied}, &out)
+	err := c.doJSON(ctx, &request{method: http.MethodPost, path: pushPath(name) + "/test", body: []byte("{}"), ctype: "application/json", safety: retryUnapplied}, &out)
 	return out, err
+}
+
+// PushDeliveries reads a subscription's delivery log, newest first (GET
+// /v1/push/{name}/deliveries): status failed, dead or all (""), at most
+// limit entries (0: the server's 100).
+func (c *Client) PushDeliveries(ctx context.Context, name, status string, limit int) ([]api.PushDelivery, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.PushDeliveries
+	err := c.getJSON(ctx, pushPath(name)+"/deliveries", q, &out)
+	return out.Deliveries, err
 }

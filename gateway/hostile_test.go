@@ -312,7 +312,7 @@ func TestHostileMediaTypes(t *testing.T) {
 
 	// Every POST route the router serves, but the one without a body.
 	bodiless := map[string]bool{"/v1/groups/{group}/members/{member}/heartbeat": true}
-	params := strings.NewReplacer("{topic}", "t", "{group}", "g", "{member}", "m")
+	params := strings.NewReplacer("{topic}", "t", "{group}", "g", "{member}", "m", "{name}", "n")
 	var n int
 	err := chi.Walk(tc.Gateway.Routes().(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if method != "POST" || bodiless[route] {

@@ -450,6 +450,8 @@ func TestOpenAPIWireShapes(t *testing.T) {
 		{api.PushList{}, "PushList", true, nil},
 		{api.PushPartition{}, "PushPartition", true, nil},
 		{api.PushStatus{}, "PushStatus", true, nil},
+		{api.PushDelivery{}, "PushDelivery", true, nil},
+		{api.PushDeliveries{}, "PushDeliveries", true, nil},
 		{api.PushStateRequest{}, "PushStateRequest", false, nil},
 		{api.PushSeekRequest{}, "PushSeekRequest", false, nil},
 		{api.PushRotateRequest{}, "PushRotateRequest", false, nil},

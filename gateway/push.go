@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -56,6 +57,7 @@ func (g *Gateway) pushRoutes(r chi.Router) {
 	r.With(g.pushGroupCheck(auth.OpWrite)).Post("/v1/push/{name}/seek", g.handlePushSeek)
 	r.With(g.pushGroupCheck(auth.OpWrite)).Post("/v1/push/{name}/secrets/rotate", g.handlePushRotate)
 	r.With(g.pushGroupCheck(auth.OpWrite)).Post("/v1/push/{name}/test", g.handlePushTest)
+	r.With(g.pushGroupCheck(auth.OpDescribe)).Get("/v1/push/{name}/deliveries", g.handlePushDeliveries)
 }
 
 // checkPushConfig applies what Normalize cannot know: the caller's access
@@ -104,6 +106,10 @@ func (g *Gateway) handleCreatePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := g.ensureDeadLetterTopic(ctx, cfg); err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	if err := g.ensureDeliveriesTopic(ctx); err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
@@ -436,6 +442,13 @@ func (g *Gateway) handlePushRotate(w http.ResponseWriter, r *http.Request) {
 // outside the subscription's delivery; the answer is its attempt.
 func (g *Gateway) handlePushTest(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
+	// No body needed, but JSON's media type is: a page on another origin
+	// cannot make a browser send it without asking.
+	var none struct{}
+	if err := decodeStrictJSON(w, r, &none, maxPushBody, true); err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), push.MaxTimeout)
 	defer cancel()
 	sub, err := g.pushers.Store().Read(ctx, name)
@@ -455,4 +468,111 @@ func (g *Gateway) handlePushTest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apihttp.WriteJSON(w, http.StatusOK, res)
+}
+
+// Delivery log bounds: a read scans at most deliveriesScan entries back
+// from the log's end (all subscriptions'), and answers at most
+// maxDeliveries.
+const (
+	deliveriesScan     = 20000
+	defaultDeliveries  = 100
+	maxDeliveries      = 1000
+	deliveriesChunk    = 1000
+	deliveriesMaxBytes = 4 << 20
+)
+
+// ensureDeliveriesTopic creates the delivery log's topic: one partition,
+// RF min(3, brokers), a day or 64 MiB.
+func (g *Gateway) ensureDeliveriesTopic(ctx context.Context) error {
+	md := g.view.Current()
+	if _, ok := md.Topics[api.PushDeliveriesTopic]; ok {
+		return nil
+	}
+	req := api.CreateTopicRequest{Name: api.PushDeliveriesTopic, Partitions: 1, ReplicationFactor: min(3, len(md.Brokers)),
+		Configs: map[string]string{api.ConfigRetentionMs: "86400000", api.ConfigRetentionBytes: strconv.Itoa(64 << 20)}}
+	cctx := asGateway(ctx)
+	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
+	if err != nil && !errors.Is(err, api.ErrTopicExists) {
+		return err
+	}
+	return g.view.Refresh(ctx)
+}
+
+// handlePushDeliveries is GET /v1/push/{name}/deliveries?status=&limit=:
+// the subscription's latest delivery log entries, newest first.
+func (g *Gateway) handlePushDeliveries(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	q := r.URL.Query()
+	status := q.Get("status")
+	switch status {
+	case "":
+		status = "all"
+	case "all", api.DeliveryFailed, api.DeliveryDead:
+	default:
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "status=%q: want failed, dead or all", status))
+		return
+	}
+	limit, err := apihttp.QueryInt(q, "limit", defaultDeliveries, 1, maxDeliveries)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), pushBudget)
+	defer cancel()
+	if _, err := g.pushers.Store().Read(ctx, name); err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	out := api.PushDeliveries{Deliveries: []api.PushDelivery{}}
+	if _, ok := g.view.Current().Topics[api.PushDeliveriesTopic]; ok {
+		if out.Deliveries, err = g.readDeliveries(asGateway(ctx), name, status, int(limit)); err != nil {
+			apihttp.WriteError(w, err)
+			return
+		}
+	}
+	apihttp.WriteJSON(w, http.StatusOK, out)
+}
+
+// readDeliveries scans the delivery log back from its end, a chunk at a
+// time, for name's entries of status.
+func (g *Gateway) readDeliveries(ctx context.Context, name, status string, limit int) ([]api.PushDelivery, error) {
+	const t, p = api.PushDeliveriesTopic, 0
+	first, err := g.resolveOffset(ctx, t, p, api.ResetEarliest)
+	if err != nil {
+		return nil, err
+	}
+	end, err := g.resolveOffset(ctx, t, p, api.ResetLatest)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.PushDelivery{}
+	for scanned := int64(0); end > first && len(out) < limit && scanned < deliveriesScan; {
+		from := max(first, end-deliveriesChunk)
+		var chunk []api.PushDelivery
+		for pos := from; pos < end; {
+			res, err := g.fetchRecords(ctx, fetchParams{topic: t, partition: p, maxRecords: deliveriesChunk, maxBytes: deliveriesMaxBytes}, pos)
+			if err != nil {
+				return nil, err
+			}
+			for _, rec := range res.Records {
+				if rec.Offset >= end || rec.Key == nil || *rec.Key != name {
+					continue
+				}
+				var d api.PushDelivery
+				if json.Unmarshal(rec.Value, &d) == nil && (status == "all" || d.Status == status) {
+					chunk = append(chunk, d)
+				}
+			}
+			if res.NextOffset <= pos {
+				break
+			}
+			pos = res.NextOffset
+		}
+		for i := len(chunk) - 1; i >= 0 && len(out) < limit; i-- {
+			out = append(out, chunk[i])
+		}
+		scanned += end - from
+		end = from
+	}
+	return out, nil
 }

@@ -191,6 +191,24 @@ func TestPushPoisonRecordIsDeadLettered(t *testing.T) {
 	if dlt.Records[0].ValueB64 == nil && string(dlt.Records[0].Value) == "" {
 		t.Fatalf("dead-lettered record lost its value: %+v", dlt.Records[0])
 	}
+	// The delivery log shows the three refusals and the dead-lettering,
+	// newest first.
+	var log []api.PushDelivery
+	testwait.For(t, 30*time.Second, "the delivery log", func() bool {
+		log, err = c.PushDeliveries(ctxShort(t), "poison", "", 0)
+		return err == nil && len(log) >= 4
+	})
+	if log[0].Status != api.DeliveryDead || log[0].Offset != 5 || log[0].Attempt != 3 {
+		t.Fatalf("newest entry %+v, want the dead-lettering of offset 5", log[0])
+	}
+	for _, e := range log[1:4] {
+		if e.Status != api.DeliveryFailed || e.Offset != 5 || e.HTTPStatus != 422 || e.Gateway == "" {
+			t.Fatalf("entry %+v, want a 422 of offset 5", e)
+		}
+	}
+	if failed, err := c.PushDeliveries(ctxShort(t), "poison", api.DeliveryFailed, 2); err != nil || len(failed) != 2 || failed[0].Attempt != 3 {
+		t.Fatalf("status=failed&limit=2: %+v %v", failed, err)
+	}
 }
 
 // An endpoint that is down (connections reset, then 503 without

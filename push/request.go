@@ -224,10 +224,12 @@ func (b *requestBuilder) event(tp api.TopicPartition, r *recordbatch.Record) map
 	return ev
 }
 
+// isJSONType: CloudEvents' rule, */json or */*+json.
 func isJSONType(ct string) bool {
 	mt, _, _ := strings.Cut(ct, ";")
 	mt = strings.TrimSpace(strings.ToLower(mt))
-	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
+	_, sub, ok := strings.Cut(mt, "/")
+	return ok && (sub == "json" || strings.HasSuffix(sub, "+json"))
 }
 
 // validAttributeName: CloudEvents attribute names are lower-case letters
@@ -253,11 +255,18 @@ func reservedAttribute(name string) bool {
 }
 
 // ceHeaderValue percent-encodes what the binary mode's header values may
-// not carry as is: anything outside printable ASCII, '"' and '%'.
+// not carry as is: anything outside printable ASCII, '"', '%', and a space
+// at either end (HTTP trims it). Spaces inside stay as they are: the
+// binding asks for them encoded too, but the CloudEvents Go SDK does not
+// decode them, and HTTP carries them intact.
 func ceHeaderValue(s string) string {
+	esc := func(i int) bool {
+		c := s[i]
+		return c < 0x20 || c > 0x7e || c == '"' || c == '%' || (c == ' ' && (i == 0 || i == len(s)-1))
+	}
 	ok := true
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '%' {
+		if esc(i) {
 			ok = false
 			break
 		}
@@ -268,7 +277,7 @@ func ceHeaderValue(s string) string {
 	var sb strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '"' || c == '%' {
+		if esc(i) {
 			fmt.Fprintf(&sb, "%%%02X", c)
 		} else {
 			sb.WriteByte(c)
