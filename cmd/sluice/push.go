@@ -25,6 +25,7 @@ func pushCmd(ctx context.Context, cio clientIO, args []string) error {
 		{"seek", "move a subscription's committed offsets to earliest, latest or a time", pushSeek},
 		{"rotate", "make a new signing secret (shown once); the old one signs too for a grace period", pushRotate},
 		{"test", "send one signed synthetic event to the endpoint and print how it answered", pushTest},
+		{"deliveries", "the delivery log: failed attempts, dead-lettered records, recoveries (newest first)", pushDeliveries},
 		{"delete", "delete a subscription and its group (its dead-letter topic stays)", pushDelete},
 	}, args)
 }
@@ -335,6 +336,44 @@ gone), the latency and the start of the answer's body or the error.`)
 		return printJSON(cio.out, res)
 	}
 	return printPushTest(cio.out, res)
+}
+
+func pushDeliveries(ctx context.Context, cio clientIO, args []string) error {
+	const synopsis = "push deliveries NAME [--status failed|dead|all] [--limit N] [-o text|json] [--url URL]"
+	fs := newFlags(cio, "push deliveries", synopsis, `
+Prints a push subscription's delivery log, newest first: the attempts its
+endpoint did not acknowledge (failed), the records written to the
+dead-letter topic (dead) and the acknowledgements that followed failures
+(delivered), as every gateway's pushers saw them.`)
+	status := fs.String("status", "all", "failed, dead or all")
+	limit := fs.Int("limit", 0, "at most this many entries (default 100, at most 1000)")
+	base, out := gatewayFlag(fs), outputFlag(fs)
+	name, cl, err := oneNameClient(fs, args, base, out, synopsis)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	log, err := cl.PushDeliveries(ctx, name, *status, *limit)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		if log == nil {
+			log = []api.PushDelivery{}
+		}
+		return printJSON(cio.out, api.PushDeliveries{Deliveries: log})
+	}
+	tw := tabwriter.NewWriter(cio.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME	STATUS	TOPIC	PARTITION	OFFSET	ATTEMPT	HTTP	LATENCY	GATEWAY	RESPONSE")
+	for _, d := range log {
+		resp := strings.ReplaceAll(d.Response, "\n", " ")
+		if len(resp) > 60 {
+			resp = resp[:60] + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%dms\t%s\t%s\n", time.UnixMilli(d.TimeMs).UTC().Format(time.RFC3339), d.Status, d.Topic,
+			d.Partition, d.Offset, d.Attempt, d.HTTPStatus, d.LatencyMs, d.Gateway, strOrDash(resp))
+	}
+	return tw.Flush()
 }
 
 func pushDelete(ctx context.Context, cio clientIO, args []string) error {
