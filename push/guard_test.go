@@ -125,7 +125,9 @@ func TestGuardedDialerChecksBeforeDialing(t *testing.T) {
 	c := newHTTPClient(&guardedDialer{resolver: r, dial: fc.dial})
 	for _, u := range []string{"http://rebound.example/", "http://127.0.0.1:1/", "http://[::1]:1/", "http://169.254.169.254/latest/meta-data"} {
 		req, _ := http.NewRequest(http.MethodPost, u, nil)
-		if _, err := c.Do(req); err == nil {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
 			t.Fatalf("%s: the request went through", u)
 		}
 	}
@@ -133,7 +135,11 @@ func TestGuardedDialerChecksBeforeDialing(t *testing.T) {
 		t.Fatalf("blocked addresses reached the dialer: %v", fc.dials)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://public.example/hook", nil)
-	if _, err := c.Do(req); !errors.Is(err, errNoDial) {
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, errNoDial) {
 		t.Fatalf("public.example: %v, want the test dialer's refusal", err)
 	}
 	if len(fc.dials) != 1 || fc.dials[0] != "93.184.216.34:80" {

@@ -48,50 +48,58 @@ func TestRotationSignsWithBothUntilTheGraceEnds(t *testing.T) {
 	}
 }
 
-func answer(status int, header http.Header, body string) *http.Response {
-	return &http.Response{StatusCode: status, Header: header, Body: io.NopCloser(strings.NewReader(body))}
+// judged is judge of an answer with this status, header and body.
+func judged(status int, header http.Header, body string, now time.Time, batch bool) outcome {
+	resp := &http.Response{StatusCode: status, Header: header, Body: io.NopCloser(strings.NewReader(body))}
+	return judge(resp, nil, now, batch) //nolint:bodyclose // judge closes it
 }
 
 func TestJudge(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
-		name  string
-		resp  *http.Response
-		err   error
-		want  verdict
-		after time.Duration
+		name   string
+		status int
+		header http.Header
+		err    error
+		want   verdict
+		after  time.Duration
 	}{
-		{"200", answer(200, nil, ""), nil, delivered, 0},
-		{"204", answer(204, nil, ""), nil, delivered, 0},
-		{"400", answer(400, nil, "bad"), nil, refused, 0},
-		{"413", answer(413, nil, ""), nil, refused, 0},
-		{"415", answer(415, nil, ""), nil, refused, 0},
-		{"422", answer(422, nil, ""), nil, refused, 0},
-		{"409", answer(409, nil, ""), nil, refused, 0},
-		{"401 is the endpoint's", answer(401, nil, ""), nil, unreachable, 0},
-		{"403 is the endpoint's", answer(403, nil, ""), nil, unreachable, 0},
-		{"404 is the endpoint's", answer(404, nil, ""), nil, unreachable, 0},
-		{"408", answer(408, nil, ""), nil, unreachable, 0},
-		{"500", answer(500, nil, ""), nil, unreachable, 0},
-		{"503 without Retry-After", answer(503, nil, ""), nil, unreachable, 0},
-		{"503 with Retry-After", answer(503, http.Header{"Retry-After": {"7"}}, ""), nil, throttled, 7 * time.Second},
-		{"429", answer(429, nil, ""), nil, throttled, 0},
-		{"429 with a date", answer(429, http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, ""), nil, throttled, 90 * time.Second},
-		{"429 with garbage", answer(429, http.Header{"Retry-After": {"soon"}}, ""), nil, throttled, 0},
-		{"410", answer(410, nil, ""), nil, gone, 0},
-		{"302 is not followed", answer(302, http.Header{"Location": {"/x"}}, ""), nil, unreachable, 0},
-		{"no answer", nil, context.DeadlineExceeded, unreachable, 0},
+		{"200", 200, nil, nil, delivered, 0},
+		{"204", 204, nil, nil, delivered, 0},
+		{"400", 400, nil, nil, refused, 0},
+		{"413", 413, nil, nil, refused, 0},
+		{"415", 415, nil, nil, refused, 0},
+		{"422", 422, nil, nil, refused, 0},
+		{"409", 409, nil, nil, refused, 0},
+		{"401 is the endpoint's", 401, nil, nil, unreachable, 0},
+		{"403 is the endpoint's", 403, nil, nil, unreachable, 0},
+		{"404 is the endpoint's", 404, nil, nil, unreachable, 0},
+		{"408", 408, nil, nil, unreachable, 0},
+		{"500", 500, nil, nil, unreachable, 0},
+		{"503 without Retry-After", 503, nil, nil, unreachable, 0},
+		{"503 with Retry-After", 503, http.Header{"Retry-After": {"7"}}, nil, throttled, 7 * time.Second},
+		{"429", 429, nil, nil, throttled, 0},
+		{"429 with a date", 429, http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, nil, throttled, 90 * time.Second},
+		{"429 with garbage", 429, http.Header{"Retry-After": {"soon"}}, nil, throttled, 0},
+		{"410", 410, nil, nil, gone, 0},
+		{"302 is not followed", 302, http.Header{"Location": {"/x"}}, nil, unreachable, 0},
+		{"no answer", 0, nil, context.DeadlineExceeded, unreachable, 0},
 	} {
-		o := judge(tc.resp, tc.err, now, false)
+		var o outcome
+		if tc.err != nil {
+			o = judge(nil, tc.err, now, false)
+		} else {
+			o = judged(tc.status, tc.header, "", now, false)
+		}
 		if o.verdict != tc.want || o.retryAfter != tc.after {
 			t.Errorf("%s: %v after %s, want %v after %s", tc.name, o.verdict, o.retryAfter, tc.want, tc.after)
 		}
 	}
-	o := judge(answer(200, nil, `{"batchItemFailures":[{"itemIdentifier":"7"},{"itemIdentifier":9}]}`), nil, now, true)
+	o := judged(200, nil, `{"batchItemFailures":[{"itemIdentifier":"7"},{"itemIdentifier":9}]}`, now, true)
 	if o.verdict != delivered || !o.failed[7] || !o.failed[9] || len(o.failed) != 2 {
 		t.Fatalf("partial batch answer: %+v", o)
 	}
-	big := judge(answer(500, nil, strings.Repeat("x", 10000)), nil, now, false)
+	big := judged(500, nil, strings.Repeat("x", 10000), now, false)
 	if len(big.excerpt) != excerptBytes {
 		t.Fatalf("excerpt of %d bytes, want %d", len(big.excerpt), excerptBytes)
 	}
