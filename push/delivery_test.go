@@ -3,6 +3,7 @@ package push_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -374,4 +375,83 @@ func TestPushOrderingByKeyWithASlowEndpoint(t *testing.T) {
 			t.Fatalf("the new secret does not verify: %v", err)
 		}
 	}
+}
+
+// Batches: a request carries up to batch.max_records records as a JSON
+// array; the endpoint refuses one item with Lambda's batchItemFailures, and
+// only that record is sent again. A seek to earliest sends everything
+// again.
+func TestPushBatchesAndSeek(t *testing.T) {
+	_, c := testCluster(t, 1)
+	createTopic(t, c, "t", 1)
+	ep := newEndpoint(t)
+	var mu sync.Mutex
+	refusedOnce := false
+	ep.setRespond(func(r *http.Request, body []byte) (int, http.Header) {
+		var recs []api.GroupRecord
+		if err := json.Unmarshal(body, &recs); err != nil {
+			t.Errorf("a batch body that is not a JSON array of records: %v", err)
+			return http.StatusBadRequest, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rec := range recs {
+			if rec.Offset == 13 && !refusedOnce {
+				refusedOnce = true
+				return http.StatusOK, http.Header{bodyHeader: {`{"batchItemFailures":[{"itemIdentifier":"13"}]}`}}
+			}
+		}
+		return http.StatusNoContent, nil
+	})
+	produce(t, c, "t", 0, 40, 0, nil)
+	createPush(t, c, api.PushConfig{Name: "batch", Topics: []string{"t"}, Endpoint: ep.srv.URL, Format: api.PushFormatJSON,
+		Batch: api.PushBatch{MaxRecords: 10}, Retry: api.PushRetry{MinBackoffMs: 20}})
+	waitStatus(t, c, "batch", 30*time.Second, "committed to the end", caughtUp)
+	reqs := ep.requests()
+	seen := map[int64]int{}
+	for _, r := range reqs {
+		var recs []api.GroupRecord
+		_ = json.Unmarshal(r.body, &recs)
+		if len(recs) > 10 {
+			t.Fatalf("a batch of %d records", len(recs))
+		}
+		last := ""
+		if len(recs) > 1 {
+			last = strconv.FormatInt(recs[len(recs)-1].Offset, 10)
+		}
+		if first := recs[0].Offset; r.offset != first || r.header.Get("sluice-offset-last") != last {
+			t.Fatalf("batch headers %s..%s for %d..%d", r.header.Get("sluice-offset"), r.header.Get("sluice-offset-last"), first, recs[len(recs)-1].Offset)
+		}
+		for _, rec := range recs {
+			seen[rec.Offset]++
+		}
+	}
+	for o := range int64(40) {
+		want := 1
+		if o == 13 {
+			want = 2
+		}
+		if seen[o] != want {
+			t.Fatalf("offset %d sent %d times, want %d (batches: %d)", o, seen[o], want, len(reqs))
+		}
+	}
+	if len(reqs) > 8 {
+		t.Fatalf("%d requests for 40 records in batches of 10", len(reqs))
+	}
+	// Seek back: the committed offset moves at once, and everything comes again.
+	n := len(reqs)
+	if _, err := c.SeekPush(ctxShort(t), "batch", "earliest"); err != nil {
+		t.Fatal(err)
+	}
+	ep.waitFor(30*time.Second, "everything again after the seek", func(r []request) bool {
+		again := map[int64]bool{}
+		for _, q := range r[n:] {
+			var recs []api.GroupRecord
+			_ = json.Unmarshal(q.body, &recs)
+			for _, rec := range recs {
+				again[rec.Offset] = true
+			}
+		}
+		return len(again) == 40
+	})
 }

@@ -108,11 +108,21 @@ func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	close(e.changed)
 	e.changed = make(chan struct{})
 	e.mu.Unlock()
+	body = nil
 	for k, v := range hdr {
+		if k == bodyHeader {
+			body = []byte(v[0])
+			continue
+		}
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
+
+// bodyHeader in a respond function's header is the answer's body, not a
+// header.
+const bodyHeader = "X-Test-Body"
 
 func (e *endpoint) setRespond(f func(r *http.Request, body []byte) (int, http.Header)) {
 	e.mu.Lock()
