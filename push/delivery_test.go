@@ -212,10 +212,15 @@ func TestPushPoisonRecordIsDeadLettered(t *testing.T) {
 	}
 }
 
-// An endpoint that is down (connections reset, then 503 without
-// Retry-After) is an outage: the subscription backs off, sends few
-// requests, dead-letters nothing (max_attempts is 2), then delivers all.
+// An endpoint that is down for a minute (connections reset for half of
+// it, then 503 without Retry-After) is an outage: the subscription backs
+// off, sends few requests, dead-letters nothing (max_attempts is 2), then
+// delivers all. The short lane takes 5 s of it.
 func TestPushOutageDeadLettersNothing(t *testing.T) {
+	down := 30 * time.Second
+	if testing.Short() {
+		down = 2500 * time.Millisecond
+	}
 	tc, c := testCluster(t, 1)
 	createTopic(t, c, "t", 2)
 	ep := newEndpoint(t)
@@ -227,28 +232,29 @@ func TestPushOutageDeadLettersNothing(t *testing.T) {
 	link.CutReset()
 	produce(t, c, "t", 0, 20, 4, nil)
 	createPush(t, c, api.PushConfig{Name: "out", Topics: []string{"t"}, Endpoint: "http://" + link.Addr(),
-		Retry: api.PushRetry{MinBackoffMs: 100, MaxBackoffMs: 800, MaxAttempts: 2}})
+		Retry: api.PushRetry{MinBackoffMs: 100, MaxBackoffMs: 2000, MaxAttempts: 2}})
 	failed := func() float64 {
 		return metric(t, tc.URL, `sluice_push_requests_total{class="error",subscription="out"}`)
 	}
 	waitStatus(t, c, "out", 30*time.Second, "backing off", func(st api.PushStatus) bool { return st.State == api.PushBackingOff })
 	testwait.For(t, 30*time.Second, "three reset requests", func() bool { return failed() >= 3 })
 	t0, f0 := time.Now(), failed()
-	time.Sleep(3 * time.Second) // the outage goes on: how often is it probed?
+	time.Sleep(down) // the outage goes on: how often is it probed?
 	resets := failed() - f0
 	// Then the endpoint answers, 503 without Retry-After.
 	ep.setRespond(func(*http.Request, []byte) (int, http.Header) { return http.StatusServiceUnavailable, nil })
 	link.Restore()
 	ep.waitFor(30*time.Second, "three 503s", func(r []request) bool { return len(r) >= 3 })
-	time.Sleep(2 * time.Second)
+	time.Sleep(down)
 	answered := len(ep.requests())
 	ep.setRespond(nil)
 	ep.waitFor(60*time.Second, "all 20 records", func(r []request) bool { return len(delivered(r)) == 20 })
 	t.Logf("while down: %.0f reset requests in %s, then %d answered 503", resets, time.Since(t0).Round(time.Second), answered)
-	// Full-jitter backoff from 100 ms to 800 ms, one probe at a time: about
-	// 2.5 requests a second at most; 60 in 3 s would be no backoff at all.
-	if resets > 15 || answered > 25 {
-		t.Fatalf("%.0f reset requests in 3 s, %d 503s in about 2 s: the outage was not backed off", resets, answered)
+	// Full-jitter backoff from 100 ms up to 2 s, one probe at a time: about
+	// one request a second once it has grown, never below 10 ms apart; a
+	// pusher without backoff would send thousands.
+	if limit := 10 + down.Seconds()*2; resets > limit || float64(answered) > limit+5 {
+		t.Fatalf("%.0f reset requests and %d 503s in %s each: the outage was not backed off", resets, answered, down)
 	}
 	waitStatus(t, c, "out", 30*time.Second, "committed to the end", caughtUp)
 	if dead := metric(t, tc.URL, `sluice_push_dead_lettered_total{subscription="out"}`); dead != 0 {
