@@ -89,6 +89,7 @@ type partition struct {
 	fetching      bool
 	fetchAfter    time.Time // after a failed fetch: the next one waits until then
 	results       chan result
+	ctx           context.Context // run's; its goroutines end with it
 	wg            sync.WaitGroup
 	stopped       bool // the subscription was disabled: send nothing more
 }
@@ -104,12 +105,14 @@ func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
 // fenced commit). It commits what was delivered before it returns.
 func (p *partition) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
+	p.ctx = ctx
 	defer func() {
 		cancel()
 		p.wg.Wait()
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	disabled := p.sub.disabled
 	for {
 		now := time.Now()
 		p.dispatch(ctx, now)
@@ -132,8 +135,8 @@ func (p *partition) run(ctx context.Context) error {
 		case r := <-p.results:
 			p.apply(ctx, r)
 		case <-timer.C:
-		case <-p.sub.disabled:
-			p.stopped = true
+		case <-disabled:
+			p.stopped, disabled = true, nil // once: a closed channel is always ready
 		}
 	}
 }
@@ -181,8 +184,17 @@ func (p *partition) startFetch(ctx context.Context) {
 	go func() {
 		defer p.wg.Done()
 		recs, next, err := p.sub.cluster.Fetch(ctx, p.tp, pos, maxBytes, fetchWait)
-		p.results <- result{kind: resFetch, recs: recs, next: next, err: err}
+		p.report(result{kind: resFetch, recs: recs, next: next, err: err})
 	}()
+}
+
+// report hands a goroutine's result to the loop, or drops it once the
+// loop is stopping (it no longer reads).
+func (p *partition) report(r result) {
+	select {
+	case p.results <- r:
+	case <-p.ctx.Done():
+	}
 }
 
 // apply takes one goroutine's report.
@@ -323,7 +335,7 @@ func (p *partition) send(ctx context.Context, slots []*slot) {
 	go func() {
 		defer p.wg.Done()
 		out, counts := p.sub.deliver(ctx, d)
-		p.results <- result{kind: resSend, slots: slots, out: out, counts: counts}
+		p.report(result{kind: resSend, slots: slots, out: out, counts: counts})
 	}()
 }
 
@@ -365,7 +377,7 @@ func (p *partition) answered(r result) {
 		p.sub.stats.attemptFailed()
 		if s.attempts >= cfg.Retry.MaxAttempts {
 			s.state = deadLettering
-			p.startDLT(context.Background(), s)
+			p.startDLT(p.ctx, s)
 			continue
 		}
 		s.state = waiting
@@ -387,7 +399,7 @@ func (p *partition) startDLT(ctx context.Context, s *slot) {
 		dctx, cancel := context.WithTimeout(ctx, dltTimeout)
 		defer cancel()
 		err := p.sub.cluster.Produce(dctx, p.sub.cfg.DeadLetter.Topic, rec)
-		p.results <- result{kind: resDLT, slots: []*slot{s}, err: err}
+		p.report(result{kind: resDLT, slots: []*slot{s}, err: err})
 	}()
 }
 
