@@ -110,8 +110,8 @@ func (g *Gateway) handleCreatePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := g.ensureDeliveriesTopic(ctx); err != nil {
-		apihttp.WriteError(w, err)
-		return
+		// The delivery log is best effort: the subscription does without.
+		g.log.Warn("the push delivery log's topic could not be created", "topic", api.PushDeliveriesTopic, "err", err)
 	}
 	secret, err := push.NewSecret()
 	if err != nil {
@@ -155,18 +155,13 @@ func (g *Gateway) ensureDeadLetterTopic(ctx context.Context, cfg api.PushConfig)
 		parts = tm.Partitions()
 	}
 	req := api.CreateTopicRequest{Name: cfg.DeadLetter.Topic, Partitions: parts, ReplicationFactor: min(3, len(md.Brokers))}
-	if req.ReplicationFactor > 1 {
-		req.Configs = map[string]string{api.ConfigMinInsyncReplicas: strconv.Itoa(min(2, req.ReplicationFactor))}
-	}
-	cctx := asGateway(ctx)
-	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
-	if err != nil && !errors.Is(err, api.ErrTopicExists) {
+	if err := g.createInternalTopic(ctx, req, true); err != nil {
 		return err
 	}
 	if err := g.view.Refresh(ctx); err != nil {
 		return err
 	}
-	_, err = g.waitTopicReady(ctx, req.Name)
+	_, err := g.waitTopicReady(ctx, req.Name)
 	return err
 }
 
@@ -490,12 +485,36 @@ func (g *Gateway) ensureDeliveriesTopic(ctx context.Context) error {
 	}
 	req := api.CreateTopicRequest{Name: api.PushDeliveriesTopic, Partitions: 1, ReplicationFactor: min(3, len(md.Brokers)),
 		Configs: map[string]string{api.ConfigRetentionMs: "86400000", api.ConfigRetentionBytes: strconv.Itoa(64 << 20)}}
-	cctx := asGateway(ctx)
-	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
-	if err != nil && !errors.Is(err, api.ErrTopicExists) {
+	if err := g.createInternalTopic(ctx, req, false); err != nil {
 		return err
 	}
 	return g.view.Refresh(ctx)
+}
+
+// createInternalTopic creates a topic a subscription needs, as the gateway
+// itself: with the replication factor asked for, or, while brokers are
+// down (the metadata counts them a moment longer), as many as are live.
+// With minISR, min.insync.replicas is min(2, RF). A topic that exists is
+// fine.
+func (g *Gateway) createInternalTopic(ctx context.Context, req api.CreateTopicRequest, minISR bool) error {
+	cctx := asGateway(ctx)
+	for {
+		if minISR && req.ReplicationFactor > 1 {
+			if req.Configs == nil {
+				req.Configs = map[string]string{}
+			}
+			req.Configs[api.ConfigMinInsyncReplicas] = strconv.Itoa(min(2, req.ReplicationFactor))
+		}
+		err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
+		switch {
+		case err == nil || errors.Is(err, api.ErrTopicExists):
+			return nil
+		case api.Classify(err).Code == api.CodeInvalidReplication && req.ReplicationFactor > 1:
+			req.ReplicationFactor--
+			continue
+		}
+		return err
+	}
 }
 
 // handlePushDeliveries is GET /v1/push/{name}/deliveries?status=&limit=:
