@@ -24,15 +24,20 @@ func TestSSEGatewayKilledHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 10000
-	for from := 0; from < n; from += 1000 {
-		var recs []client.Record
-		for i := from; i < from+1000; i++ {
-			recs = append(recs, client.Record{Key: []byte(fmt.Sprintf("k%d", i%97)), Value: []byte(fmt.Sprint(i))})
-		}
-		if _, err := prod.Produce(ctx, "feed", recs, client.ProduceOptions{}); err != nil {
-			t.Fatal(err)
+	produce := func(from, to int) {
+		for ; from < to; from += 1000 {
+			var recs []client.Record
+			for i := from; i < from+1000; i++ {
+				recs = append(recs, client.Record{Key: []byte(fmt.Sprintf("k%d", i%97)), Value: []byte(fmt.Sprint(i))})
+			}
+			if _, err := prod.Produce(ctx, "feed", recs, client.ProduceOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	// Half now; the other half once the stream's gateway is dead, so the
+	// reader cannot have it all from its socket's buffers already.
+	produce(0, n/2)
 	seen := map[string]int{}
 	next := map[int32]int64{}
 	read := func(s *client.SSEStream, upTo int) error {
@@ -68,7 +73,7 @@ func TestSSEGatewayKilledHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.KillGateway(c.URL)
-	// What the dead connection still held is read, then it breaks.
+	produce(n/2, n)
 	if err := read(s, n); err == nil {
 		t.Fatal("the stream outlived its gateway")
 	}
