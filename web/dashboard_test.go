@@ -336,6 +336,8 @@ func TestDashboard(t *testing.T) {
 		tb.screenshot("group")
 	})
 
+	t.Run("push", func(t *testing.T) { testPushPages(t, b, c.URL, a) })
+
 	t.Run("phone", func(t *testing.T) {
 		for _, pg := range []struct{ name, hash, ready string }{
 			{"overview-phone", "#/overview", `document.querySelectorAll('#brokers tr[data-broker]').length === 3`},

@@ -51,8 +51,15 @@ export const api = {
   produce: (topic, body) => call('POST', `/v1/topics/${enc(topic)}/records?acks=all`, body),
   groups: opts => call('GET', '/v1/groups', undefined, opts),
   group: (name, opts) => call('GET', `/v1/groups/${enc(name)}`, undefined, opts),
+  pushes: opts => call('GET', '/v1/push', undefined, opts),
+  push: (name, opts) => call('GET', `/v1/push/${enc(name)}`, undefined, opts),
+  setPushState: (name, state) => call('PUT', `/v1/push/${enc(name)}/state`, { state }),
+  seekPush: (name, to) => call('POST', `/v1/push/${enc(name)}/seek`, { to }),
+  testPush: name => call('POST', `/v1/push/${enc(name)}/test`),
+  rotatePushSecret: (name, graceSeconds) => call('POST', `/v1/push/${enc(name)}/secrets/rotate`, graceSeconds ? { grace_seconds: graceSeconds } : {}),
+  deletePush: name => call('DELETE', `/v1/push/${enc(name)}`),
   // The session cookie (HttpOnly): a token in, sent by the browser with
-  // every later request and WebSocket of this page.
+  // every later request and event stream of this page.
   signIn: token => call('POST', '/v1/session', { token }),
   session: () => call('GET', '/v1/session'),
 };
