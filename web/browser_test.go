@@ -60,12 +60,19 @@ type tab struct {
 	t   *testing.T
 	ctx context.Context
 
-	mu       sync.Mutex // guards console, expected, requests and sockets
+	mu       sync.Mutex // guards console, expected, requests, sent and sockets
 	console  []chromedp.ConsoleMessage
-	expected []string           // console errors that hold one of these are a test's own
-	requests []*network.Request // with their resource types in types
-	types    []network.ResourceType
-	sockets  []string // the URLs of the WebSockets it created
+	expected []string // console errors that hold one of these are a test's own
+	requests []request
+	sent     map[network.RequestID]network.Headers // the headers on the wire, by request
+	sockets  []string                              // the URLs of the WebSockets it created
+}
+
+// request is one request a tab sent.
+type request struct {
+	id  network.RequestID
+	typ network.ResourceType
+	url string
 }
 
 // open opens url in a new tab with a viewport of width x height. When the
@@ -74,13 +81,14 @@ type tab struct {
 func (b *chrome) open(t *testing.T, url string, width, height int64) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
-	tb := &tab{t: t, ctx: ctx}
+	tb := &tab{t: t, ctx: ctx, sent: map[network.RequestID]network.Headers{}}
 	// Subscribed before the page loads: Console opens the tab.
 	msgs := chromedp.Console(ctx)
 	reqs := chromedp.Events(ctx, network.RequestWillBeSent)
+	wire := chromedp.Events(ctx, network.RequestWillBeSentExtraInfo)
 	socks := chromedp.Events(ctx, network.WebSocketCreated)
 	var readers sync.WaitGroup
-	readers.Add(3)
+	readers.Add(4)
 	go func() {
 		defer readers.Done()
 		for m, err := range msgs {
@@ -99,7 +107,18 @@ func (b *chrome) open(t *testing.T, url string, width, height int64) *tab {
 				return
 			}
 			tb.mu.Lock()
-			tb.requests, tb.types = append(tb.requests, ev.Request), append(tb.types, ev.Type)
+			tb.requests = append(tb.requests, request{id: ev.RequestID, typ: ev.Type, url: ev.Request.URL})
+			tb.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		for ev, err := range wire {
+			if err != nil {
+				return
+			}
+			tb.mu.Lock()
+			tb.sent[ev.RequestID] = ev.Headers
 			tb.mu.Unlock()
 		}
 	}()
@@ -140,14 +159,28 @@ func (tb *tab) forget(substr string) {
 }
 
 // requested returns the URLs of the requests of resource type typ so far
-// whose path holds substr.
+// whose URL holds substr.
 func (tb *tab) requested(typ network.ResourceType, substr string) []string {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	var out []string
-	for i, r := range tb.requests {
-		if tb.types[i] == typ && strings.Contains(r.URL, substr) {
-			out = append(out, r.URL)
+	for _, r := range tb.requests {
+		if r.typ == typ && strings.Contains(r.url, substr) {
+			out = append(out, r.url)
+		}
+	}
+	return out
+}
+
+// sentHeaders returns the headers on the wire of the requests that
+// requested(typ, substr) lists (nil for one not sent yet).
+func (tb *tab) sentHeaders(typ network.ResourceType, substr string) []network.Headers {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var out []network.Headers
+	for _, r := range tb.requests {
+		if r.typ == typ && strings.Contains(r.url, substr) {
+			out = append(out, tb.sent[r.id])
 		}
 	}
 	return out

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/tcpproxy"
 )
 
 // testTail drives the live tail over Server-Sent Events. One partition:
@@ -20,7 +23,8 @@ import (
 // stream, with the records produced between the click and the stream's
 // start (the browser holds the stream's request while they are produced)
 // read from the log, so each partition shows each record once, in order.
-// A stream whose topic is deleted shows the gateway's error.
+// A stream whose topic is deleted shows the gateway's error. A dropped
+// connection is resumed by EventSource itself, after the last record shown.
 func testTail(t *testing.T, b *chrome, base string, a apiClient) {
 	const topic, partitions = "tail", 8
 	a.createTopic(topic, partitions)
@@ -142,5 +146,65 @@ func testTail(t *testing.T, b *chrome, base string, a apiClient) {
 		"the refused stream's UNKNOWN_TOPIC shown")
 	if got := tb.requested(network.ResourceTypeFetch, "/v1/topics/tail-refused/partitions/0/sse?offset=0"); len(got) != 1 {
 		t.Errorf("the refused stream asked again: %q, want once", got)
+	}
+
+	testTailResumes(t, b, base, a)
+}
+
+// testTailResumes cuts the dashboard's connections (it is loaded through a
+// TCP proxy) while a partition is tailed; EventSource reconnects with the
+// id of the last event, its request held until more records were produced,
+// and the tail goes on right after the last record shown: each record once,
+// in order.
+func testTailResumes(t *testing.T, b *chrome, base string, a apiClient) {
+	a.createTopic("tail-resume", 1)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := tcpproxy.New("dashboard", u.Host, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	tb := b.open(t, "http://"+px.Addr()+"/ui/#/messages?topic=tail-resume&partition=0", 1280, 900)
+	tb.expect("net::ERR_") // the page's calls caught by the cut
+	tb.waitFor(20*time.Second, `document.querySelector('#msg-topic').value === 'tail-resume' && document.querySelector('#msg-partition').value === '0'`,
+		"tail-resume/0 selected")
+	tb.do(30*time.Second, chromedp.Click(chromedp.ID("msg-tail")))
+	tb.waitFor(20*time.Second, `(document.getElementById('tail-state') || {dataset: {}}).dataset.open === '1'`, "the stream open")
+	produce := func(n int) {
+		recs := make([]api.ProduceRecord, n)
+		for i := range recs {
+			recs[i] = api.ProduceRecord{Value: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		}
+		a.produce("tail-resume", recs)
+	}
+	produce(20)
+	tb.waitFor(20*time.Second, `document.getElementById('tail-received').textContent === '20'`, "20 records before the cut")
+
+	release := tb.holdStream("*/v1/topics/tail-resume/partitions/0/sse*", func() {
+		px.CutReset()
+		px.Restore()
+	})
+	tb.waitFor(10*time.Second, `(document.getElementById('tail-state') || {dataset: {}}).dataset.open === '0'`, "the stream seen down")
+	produce(20) // while the reconnect is held
+	release()
+	tb.waitFor(20*time.Second, `document.getElementById('tail-received').textContent === '40'`, "40 records after the reconnect")
+	tb.waitFor(10*time.Second, `document.getElementById('tail-state').dataset.open === '1' && !document.getElementById('msg-status')`, "the stream open again, no error shown")
+	got := eval[[]string](tb, `[...document.querySelectorAll('#records .rec[data-offset]')].map(r => r.dataset.offset)`)
+	want := make([]string, 40)
+	for i := range want {
+		want[i] = strconv.Itoa(39 - i)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("after the reconnect the tail shows offsets %q, want 39 down to 0, each once", got)
+	}
+	sent := tb.sentHeaders(network.ResourceTypeEventSource, "/v1/topics/tail-resume/partitions/0/sse?offset=0")
+	if len(sent) != 2 {
+		t.Fatalf("the stream was requested %d times, want twice: the first time and the reconnect", len(sent))
+	}
+	if id, _ := sent[1]["Last-Event-ID"].(string); id != "20" {
+		t.Errorf("the reconnect sent Last-Event-ID %q, want 20 (after offset 19); headers %v", id, sent[1])
 	}
 }
