@@ -24,10 +24,11 @@ import (
 
 // hook is a push endpoint on 127.0.0.1: it keeps every request and answers
 // 200, or 400 (a refusal that counts an attempt) to a body holding
-// "poison" while refusing is on.
+// "poison" while refusing is on, or 503 to everything while it is down.
 type hook struct {
 	srv    *httptest.Server
 	refuse atomic.Bool
+	down   atomic.Bool
 
 	mu   sync.Mutex // guards reqs
 	reqs []hookRequest
@@ -45,6 +46,10 @@ func newHook(t *testing.T) *hook {
 		hk.mu.Lock()
 		hk.reqs = append(hk.reqs, hookRequest{header: r.Header.Clone(), body: body})
 		hk.mu.Unlock()
+		if hk.down.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
 		if hk.refuse.Load() && strings.Contains(string(body), "poison") {
 			http.Error(w, "poison refused", http.StatusBadRequest)
 			return
@@ -278,6 +283,20 @@ func testPushPages(t *testing.T, b *chrome, base string, a apiClient) {
 	caughtUp("committed at the high watermarks after the seek to latest")
 	tb.waitFor(10*time.Second, `!!document.querySelector('#push-failures [data-failure=none]')`, "no failures after the seek")
 
+	// An endpoint that is down: the subscription backs off, and says why.
+	hk.down.Store(true)
+	a.produce("hooks", []api.ProduceRecord{{Value: json.RawMessage(`{"while":"down"}`)}})
+	stateIs(api.PushBackingOff)
+	tb.waitFor(10*time.Second, `(document.querySelector('#push-failures [data-failure=state] [data-field=reason]') || {textContent: ''}).textContent.startsWith('HTTP 503: down for maintenance')`,
+		"the endpoint's 503 among the failures")
+	if hidden := eval[bool](tb, `document.getElementById('push-pause').hidden`); hidden {
+		t.Error("a subscription backing off offers no Pause")
+	}
+	tb.screenshot("push-backing-off")
+	hk.down.Store(false)
+	stateIs(api.PushActive)
+	caughtUp("delivered once the endpoint is back")
+
 	// Paused, a seek to earliest holds at the log start; resumed, every
 	// record is delivered again.
 	hk.refuse.Store(false)
@@ -294,6 +313,18 @@ func testPushPages(t *testing.T, b *chrome, base string, a apiClient) {
 	tb.do(30*time.Second, chromedp.Click(chromedp.ID("push-resume")))
 	stateIs(api.PushActive)
 	caughtUp("every record delivered again after the seek to earliest")
+
+	// At phone width the page does not scroll sideways.
+	for _, pg := range []struct{ hash, ready string }{
+		{"#/push", `!!document.querySelector('` + row + `')`},
+		{"#/push/web-hook", `document.querySelectorAll('#push-partitions tr[data-partition]').length === 2`},
+	} {
+		phone := b.open(t, base+"/ui/"+pg.hash, 390, 844)
+		phone.waitFor(20*time.Second, pg.ready, pg.hash+" loaded at phone width")
+		if w := eval[int](phone, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s is %d px wide at a 390 px viewport", pg.hash, w)
+		}
+	}
 
 	// Delete: the name typed first; the list no longer has it.
 	tb.do(30*time.Second, chromedp.Click(chromedp.ID("push-delete")))
