@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-io/sluice/internal/testsvc"
@@ -50,13 +54,25 @@ func newBrowser(t *testing.T) *chrome {
 	return &chrome{ctx: bctx}
 }
 
-// tab is one page in the browser, with what it wrote to its console.
+// tab is one page in the browser, with what it wrote to its console and
+// the requests and WebSockets it opened.
 type tab struct {
 	t   *testing.T
 	ctx context.Context
 
-	mu      sync.Mutex // guards console
-	console []chromedp.ConsoleMessage
+	mu       sync.Mutex // guards console, expected, requests, sent and sockets
+	console  []chromedp.ConsoleMessage
+	expected []string // console errors that hold one of these are a test's own
+	requests []request
+	sent     map[network.RequestID]network.Headers // the headers on the wire, by request
+	sockets  []string                              // the URLs of the WebSockets it created
+}
+
+// request is one request a tab sent.
+type request struct {
+	id  network.RequestID
+	typ network.ResourceType
+	url string
 }
 
 // open opens url in a new tab with a viewport of width x height. When the
@@ -65,11 +81,16 @@ type tab struct {
 func (b *chrome) open(t *testing.T, url string, width, height int64) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
-	tb := &tab{t: t, ctx: ctx}
-	msgs := chromedp.Console(ctx) // opens the tab and subscribes before the page loads
-	done := make(chan struct{})
+	tb := &tab{t: t, ctx: ctx, sent: map[network.RequestID]network.Headers{}}
+	// Subscribed before the page loads: Console opens the tab.
+	msgs := chromedp.Console(ctx)
+	reqs := chromedp.Events(ctx, network.RequestWillBeSent)
+	wire := chromedp.Events(ctx, network.RequestWillBeSentExtraInfo)
+	socks := chromedp.Events(ctx, network.WebSocketCreated)
+	var readers sync.WaitGroup
+	readers.Add(4)
 	go func() {
-		defer close(done)
+		defer readers.Done()
 		for m, err := range msgs {
 			if err != nil {
 				return
@@ -79,9 +100,42 @@ func (b *chrome) open(t *testing.T, url string, width, height int64) *tab {
 			tb.mu.Unlock()
 		}
 	}()
+	go func() {
+		defer readers.Done()
+		for ev, err := range reqs {
+			if err != nil {
+				return
+			}
+			tb.mu.Lock()
+			tb.requests = append(tb.requests, request{id: ev.RequestID, typ: ev.Type, url: ev.Request.URL})
+			tb.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		for ev, err := range wire {
+			if err != nil {
+				return
+			}
+			tb.mu.Lock()
+			tb.sent[ev.RequestID] = ev.Headers
+			tb.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		for ev, err := range socks {
+			if err != nil {
+				return
+			}
+			tb.mu.Lock()
+			tb.sockets = append(tb.sockets, ev.URL)
+			tb.mu.Unlock()
+		}
+	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		readers.Wait()
 		for _, m := range tb.errors() {
 			t.Errorf("console %s at %s:%d: %s", m.Type, m.URL, m.Line, m.Text)
 		}
@@ -104,13 +158,58 @@ func (tb *tab) forget(substr string) {
 	tb.console = kept
 }
 
+// requested returns the URLs of the requests of resource type typ so far
+// whose URL holds substr.
+func (tb *tab) requested(typ network.ResourceType, substr string) []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var out []string
+	for _, r := range tb.requests {
+		if r.typ == typ && strings.Contains(r.url, substr) {
+			out = append(out, r.url)
+		}
+	}
+	return out
+}
+
+// sentHeaders returns the headers on the wire of the requests that
+// requested(typ, substr) lists (nil for one not sent yet).
+func (tb *tab) sentHeaders(typ network.ResourceType, substr string) []network.Headers {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var out []network.Headers
+	for _, r := range tb.requests {
+		if r.typ == typ && strings.Contains(r.url, substr) {
+			out = append(out, tb.sent[r.id])
+		}
+	}
+	return out
+}
+
+// webSockets returns the URLs of the WebSockets the page created so far.
+func (tb *tab) webSockets() []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return append([]string(nil), tb.sockets...)
+}
+
+// expect makes console errors from now on whose text holds substr not
+// count: errors a test causes on purpose that arrive when they will (a
+// refused request's "Failed to load resource").
+func (tb *tab) expect(substr string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.expected = append(tb.expected, substr)
+}
+
 // errors returns the console errors and uncaught exceptions so far.
 func (tb *tab) errors() []chromedp.ConsoleMessage {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	var out []chromedp.ConsoleMessage
 	for _, m := range tb.console {
-		if m.Type == chromedp.ConsoleError || m.IsException() {
+		if (m.Type == chromedp.ConsoleError || m.IsException()) &&
+			!slices.ContainsFunc(tb.expected, func(s string) bool { return strings.Contains(m.Text, s) }) {
 			out = append(out, m)
 		}
 	}
@@ -192,4 +291,38 @@ func (tb *tab) set(id, value string) {
 	eval[any](tb, fmt.Sprintf(`(() => { const el = document.getElementById(%s); el.value = %s;
 		el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); })()`,
 		jsString(id), jsString(value)))
+}
+
+// holdStream makes the browser hold the first request whose URL matches
+// pattern and that trigger causes, until release is called.
+func (tb *tab) holdStream(pattern string, trigger func()) (release func()) {
+	tb.t.Helper()
+	if _, err := chromedp.Call(tb.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: pattern, RequestStage: fetch.RequestStageRequest}}}); err != nil {
+		tb.t.Fatalf("intercepting %s: %v", pattern, err)
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	paused := chromedp.Events(ctx, fetch.RequestPaused) // subscribed before the trigger
+	trigger()
+	var held *fetch.EventRequestPaused
+	for ev, err := range paused {
+		if err != nil {
+			tb.t.Fatalf("no request of %s held: %v", pattern, err)
+		}
+		held = &ev
+		break
+	}
+	if held == nil {
+		tb.t.Fatalf("no request of %s held", pattern)
+	}
+	return func() {
+		tb.t.Helper()
+		if _, err := chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: held.RequestID}); err != nil {
+			tb.t.Fatalf("releasing %s: %v", held.Request.URL, err)
+		}
+		if _, err := chromedp.Call(tb.ctx, fetch.Disable, cdp.Empty{}); err != nil {
+			tb.t.Fatalf("ending the interception: %v", err)
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-io/sluice/api"
@@ -27,9 +28,11 @@ import (
 
 // TestDashboard drives the dashboard in one headless Chromium against an
 // in-process cluster of three brokers: every page loads without console
-// errors and shows the numbers the API gives, the live tail shows a record
-// within 5 s and every record of a burst of 500, the produce form writes a
-// record the API reads back, a topic created in the UI appears in the API.
+// errors and shows the numbers the API gives, the live tail (one event
+// stream, no WebSocket) shows a record within 5 s and every record of a
+// burst of 500, the produce form writes a record the API reads back, a
+// topic created in the UI appears in the API; the tail's and the Push
+// pages' own tests run in it too (testTail, testPushPages).
 // Each page is saved as a full-page screenshot under the test's artifact
 // directory (go test -artifacts), and also in $SLUICE_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
@@ -277,6 +280,13 @@ func TestDashboard(t *testing.T) {
 				t.Fatalf("record %d of the burst (partition %d offset %d) is not in the tail", i, o.Partition, o.Offset)
 			}
 		}
+		// Over one event stream of the topic (EventSource), no WebSocket.
+		if got := tb.requested(network.ResourceTypeEventSource, "/v1/topics/live/sse?offset=latest"); len(got) != 1 {
+			t.Errorf("the live tail's EventSource requests: %q, want one of /v1/topics/live/sse?offset=latest", got)
+		}
+		if ws := tb.webSockets(); len(ws) != 0 {
+			t.Errorf("the live tail opened WebSockets: %q", ws)
+		}
 		tb.screenshot("messages")
 
 		// The produce form writes a record that the API reads back.
@@ -335,6 +345,10 @@ func TestDashboard(t *testing.T) {
 		}
 		tb.screenshot("group")
 	})
+
+	t.Run("tail", func(t *testing.T) { testTail(t, b, c.URL, a) })
+
+	t.Run("push", func(t *testing.T) { testPushPages(t, b, c.URL, a) })
 
 	t.Run("phone", func(t *testing.T) {
 		for _, pg := range []struct{ name, hash, ready string }{

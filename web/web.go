@@ -17,8 +17,8 @@ const Prefix = "/ui/"
 var files embed.FS
 
 // csp keeps the dashboard to its own origin: scripts, styles and API calls
-// (fetch and WebSocket) go only to the gateway that served it, and no other
-// site may frame it.
+// (fetch and event streams) go only to the gateway that served it, and no
+// other site may frame it.
 const csp = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 

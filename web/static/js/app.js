@@ -10,9 +10,11 @@ import topic from './pages/topic.js';
 import messages from './pages/messages.js';
 import groups from './pages/groups.js';
 import group from './pages/group.js';
+import pushes from './pages/pushes.js';
+import push from './pages/push.js';
 
 // Routes: #/overview, #/topics, #/topics/NAME, #/messages?topic=T&partition=P,
-// #/groups, #/groups/NAME.
+// #/groups, #/groups/NAME, #/push, #/push/NAME.
 function route() {
   const raw = location.hash.replace(/^#/, '') || '/overview';
   const [path, query] = raw.split('?');
@@ -22,6 +24,7 @@ function route() {
     case 'topics': return parts[1] ? { nav: 'topics', page: topic, params: { ...params, name: parts[1] } } : { nav: 'topics', page: topics, params };
     case 'messages': return { nav: 'messages', page: messages, params };
     case 'groups': return parts[1] ? { nav: 'groups', page: group, params: { ...params, name: parts[1] } } : { nav: 'groups', page: groups, params };
+    case 'push': return parts[1] ? { nav: 'push', page: push, params: { ...params, name: parts[1] } } : { nav: 'push', page: pushes, params };
     default: return { nav: 'overview', page: overview, params };
   }
 }

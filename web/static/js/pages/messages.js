@@ -1,14 +1,14 @@
 // Messages: browse a partition (or all) from earliest, latest, an offset or a
-// time; tail live over the WebSocket API; filter; export NDJSON; produce.
+// time; tail live over Server-Sent Events; filter; export NDJSON; produce.
 import { h, replace } from '../dom.js';
-import { api, wsURL } from '../api.js';
+import { api } from '../api.js';
+import { openTail } from '../tail.js';
 import { parseFilters, ndjson, recordRow } from '../records.js';
 import * as fmt from '../format.js';
 
 const maxKept = 20000;      // records kept in the page, oldest dropped first
 const maxShown = 2000;      // rows drawn at once
-const maxPartitionsAll = 64; // "all partitions" covers at most this many
-const tailCredit = 1000;    // WebSocket credit granted at a time
+const maxPartitionsAll = 64; // browsing "all partitions" covers at most this many
 
 export default function messages(params) {
   const topicSel = h('select', { id: 'msg-topic', 'aria-label': 'topic' });
@@ -47,7 +47,7 @@ export default function messages(params) {
   let topics = [];
   let records = [];     // [{partition, offset, timestamp, key..., value..., headers}]
   let mode = 'idle';    // idle | browse | tail
-  let tail = null;      // {sockets, received, started}
+  let tail = null;      // {stream, received, open, want}
   let freshFrom = Infinity; // records at or after this index are highlighted
   let status = '';
   let drawTimer = null;
@@ -76,9 +76,9 @@ export default function messages(params) {
         : h('div', { class: 'note', style: 'padding:24px 16px' }, mode === 'tail' ? 'Waiting for records…' : mode === 'browse' ? 'No records here.' : 'Pick a topic and Load, or start a live tail.'));
     freshFrom = records.length;
     replace(counts,
-      mode === 'tail' && tail ? h('span', { id: 'tail-state', 'data-open': tail.open, 'data-want': tail.want },
+      mode === 'tail' && tail ? h('span', { id: 'tail-state', 'data-open': tail.open, 'data-want': tail.want, 'data-transport': 'sse' },
         h('span', { class: 'live-dot' }), 'Live: ', h('b', { id: 'tail-received' }, fmt.num(tail.received)), ' received · ',
-        `${tail.open}/${tail.want} partition streams open`) : null,
+        `${tail.open}/${tail.want} partitions streaming`) : null,
       h('span', null,
         shown.length !== records.length ? [h('b', null, fmt.num(shown.length)), ' of '] : null,
         h('b', { id: 'loaded-count' }, fmt.num(records.length)), records.length === 1 ? ' record' : ' records',
@@ -133,59 +133,44 @@ export default function messages(params) {
   };
   loadBtn.addEventListener('click', browse);
 
-  // The live tail: one WebSocket per selected partition from its high
-  // watermark as of the click (looked up first, so nothing produced after
-  // the click is missed), with credit granted ahead so a burst is never
-  // held back.
-  const startTail = async () => {
+  // The live tail (js/tail.js): the selected partition, or all of them,
+  // from the click on; the newest maxKept records are kept.
+  const startTail = () => {
     stopTail();
     const topic = topicSel.value;
-    const partitions = selectedPartitions();
+    const t = topics.find(x => x.name === topic);
+    const partition = partSel.value === 'all' ? 'all' : Number(partSel.value);
     records = [];
     freshFrom = 0;
     status = '';
     mode = 'tail';
-    tail = { sockets: [], received: 0, open: 0, want: partitions.length };
-    const my = tail;
+    const my = { stream: null, received: 0, open: 0, want: partition === 'all' ? (t ? t.partitions.length : 0) : 1 };
+    tail = my;
     tailBtn.textContent = 'Stop tail';
     tailBtn.classList.add('danger');
     draw();
-    let starts;
-    try {
-      starts = await Promise.all(partitions.map(p => api.offsets(topic, p, 'latest')));
-    } catch (e) {
-      status = `${e.code || 'ERROR'}: ${e.message}`;
-      stopTail();
-      draw();
-      return;
-    }
-    if (tail !== my) return;
-    partitions.forEach((p, i) => {
-      const ws = new WebSocket(wsURL(topic, p, starts[i].high_watermark, tailCredit));
-      let credit = tailCredit;
-      ws.onopen = () => { if (tail === my) { my.open++; scheduleDraw(); } };
-      ws.onmessage = ev => {
+    my.stream = openTail(topic, partition, {
+      partitions: my.want,
+      keep: maxKept,
+      onRecords: recs => {
         if (tail !== my) return;
-        let frame;
-        try { frame = JSON.parse(ev.data); } catch { return; }
-        for (const r of frame.records) records.push({ partition: p, ...r });
-        my.received += frame.records.length;
-        credit -= frame.records.length;
-        if (credit < tailCredit / 2) { ws.send(JSON.stringify({ credit: tailCredit })); credit += tailCredit; }
+        for (const r of recs) records.push(r);
+        my.received += recs.length;
         if (records.length > maxKept) { const n = records.length - maxKept; records.splice(0, n); freshFrom = Math.max(0, freshFrom - n); }
         scheduleDraw();
-      };
-      ws.onclose = ev => {
+      },
+      onChange: s => {
         if (tail !== my) return;
-        my.open--;
-        if (ev.code !== 1000) { status = `partition ${p}: stream closed (${ev.code}${ev.reason ? ': ' + ev.reason : ''})`; scheduleDraw(); }
-      };
-      my.sockets.push(ws);
+        my.open = s.open;
+        my.want = s.want;
+        status = s.error;
+        scheduleDraw();
+      },
     });
   };
   const stopTail = () => {
     if (!tail) return;
-    for (const ws of tail.sockets) { try { ws.close(1000); } catch { /* closing */ } }
+    tail.stream.close();
     tail = null;
     if (mode === 'tail') mode = 'browse';
     tailBtn.textContent = 'Live tail';
