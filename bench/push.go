@@ -85,7 +85,8 @@ type pushVariant struct {
 // answering 204 at once, counting the distinct records it received),
 // one record a request (the default) and batched, against group polls of
 // the same records, in alternating rounds; then the delivery latency from
-// a paced producer to the endpoint, with the default settings.
+// a paced producer to the endpoint, with the default settings, and to
+// WebSocket streams of the same topic for reference.
 func Push(ctx context.Context, o PushOptions) (err error) {
 	out := newFigures(o.Out)
 	defer out.done(&err)
@@ -161,15 +162,15 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 			pushes[i] = append(pushes[i], res.recordsPerSec)
 		}
 	}
-	lat, err := pushLatency(ctx, out, sc, ep, cl.url, o)
+	lat, ws, err := pushLatency(ctx, out, sc, ep, cl.url, o)
 	if err != nil {
 		return err
 	}
 	out.printf("median records/s: poll %.0f, %s %.0f, %s %.0f; ratio push/poll: %s %.2f (the default), %s %.2f (aim ≥ 0.7)\n",
 		median(polls), variants[0].name, median(pushes[0]), variants[1].name, median(pushes[1]),
 		variants[0].name, median(pushes[0])/median(polls), variants[1].name, median(pushes[1])/median(polls))
-	out.printf("delivery latency at %.0f records/s over %d partitions: p50 %s, p99 %s, max %s ms (aim p99 ≤ 20 ms)\n",
-		o.Rate, o.Partitions, ms(lat.pct(0.5)), ms(lat.pct(0.99)), ms(lat.latencies[len(lat.latencies)-1]))
+	out.printf("delivery latency at %.0f records/s over %d partitions: push p50 %s, p99 %s, max %s ms (aim p99 ≤ 20 ms); WebSocket p50 %s, p99 %s ms\n",
+		o.Rate, o.Partitions, ms(lat.pct(0.5)), ms(lat.pct(0.99)), ms(lat.latencies[len(lat.latencies)-1]), ms(ws.pct(0.5)), ms(ws.pct(0.99)))
 	rows := []benchRow{
 		{scenario: fmt.Sprintf("push to a loopback endpoint, one record a request (the default), %d partitions (%s)", len(t.Partitions), where),
 			unit: "records/s", baseline: fmt.Sprintf("group polls %.0f", median(polls)), sluice: fmt.Sprintf("%.0f", median(pushes[0])),
@@ -178,8 +179,9 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 			unit: "records/s", baseline: fmt.Sprintf("group polls %.0f", median(polls)), sluice: fmt.Sprintf("%.0f", median(pushes[1])),
 			ratio: ratioCell(median(pushes[1]), median(polls)), aim: "≥ 0.7"},
 		{scenario: fmt.Sprintf("push delivery latency, produce acks=%s → endpoint, %.0f records/s, %d partitions (%s)", o.Acks, o.Rate, o.Partitions, where),
-			unit: "ms", sluice: fmt.Sprintf("p50 %s, p99 %s, max %s", ms(lat.pct(0.5)), ms(lat.pct(0.99)), ms(lat.latencies[len(lat.latencies)-1])),
-			aim: "p99 ≤ 20 ms"},
+			unit: "ms", baseline: fmt.Sprintf("WebSocket p50 %s, p99 %s", ms(ws.pct(0.5)), ms(ws.pct(0.99))),
+			sluice: fmt.Sprintf("p50 %s, p99 %s, max %s", ms(lat.pct(0.5)), ms(lat.pct(0.99)), ms(lat.latencies[len(lat.latencies)-1])),
+			aim:    "p99 ≤ 20 ms"},
 	}
 	for _, r := range rows {
 		if err := appendBenchRow(o.Results, r); err != nil {
@@ -256,12 +258,48 @@ func pushRound(ctx context.Context, sc *client.Client, ep *pushEndpoint, topic, 
 // pushLatency measures the delivery latency of a subscription with the
 // default settings, from latest of Topic-latency, while a paced producer
 // writes o.Rate records a second for o.Duration (after a warm-up second
-// that also covers the pusher's start).
-func pushLatency(ctx context.Context, out *figures, sc *client.Client, ep *pushEndpoint, base string, o PushOptions) (benchResult, error) {
+// that also covers the pusher's start); then, as a reference, the same
+// producer's records read by a WebSocket stream of every partition (the
+// fetch path without the push). It returns the push's latencies and the
+// WebSocket's.
+func pushLatency(ctx context.Context, out *figures, sc *client.Client, ep *pushEndpoint, base string, o PushOptions) (benchResult, benchResult, error) {
 	topic := o.Topic + "-latency"
 	if err := ensureTopic(base, topic, o.Partitions, 1, nil); err != nil {
-		return benchResult{}, err
+		return benchResult{}, benchResult{}, err
 	}
+	p := &e2eProducer{url: base + "/v1/topics/" + topic + "/records?acks=" + o.Acks, size: o.Size, conns: 8}
+	out.printf("latency: produce acks=%s at %.0f records/s for %s into %d partitions, each target after a one-second warm-up: push (a subscription with the default settings: binary, ordering partition, one record a request; from latest), then WebSocket streams of every partition\n",
+		o.Acks, o.Rate, o.Duration, o.Partitions)
+	out.printf("%-10s %10s %10s %10s %10s %10s %12s %12s\n", "target", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
+	row := func(name string, lat []time.Duration) benchResult {
+		r := benchResult{latencies: lat}
+		r.finish()
+		out.printf("%-10s %10d %10s %10s %10s %10s %12s %12s\n", name, len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
+		return r
+	}
+	lat, err := pushLatencyRun(ctx, sc, ep, p, topic, o)
+	if err != nil {
+		return benchResult{}, benchResult{}, err
+	}
+	pr := row("push", lat)
+	rcv, err := startE2EReceivers(ctx, sc, topic, o.Partitions)
+	if err != nil {
+		return benchResult{}, benchResult{}, err
+	}
+	defer rcv.close()
+	if _, err := p.run(ctx, rcv, o.Rate, time.Second); err != nil {
+		return benchResult{}, benchResult{}, fmt.Errorf("latency warm-up: %w", err)
+	}
+	lat, err = p.run(ctx, rcv, o.Rate, o.Duration)
+	if err != nil {
+		return benchResult{}, benchResult{}, err
+	}
+	return pr, row("websocket", lat), nil
+}
+
+// pushLatencyRun creates the latency run's subscription, produces through
+// p for the warm-up and o.Duration, and deletes the subscription.
+func pushLatencyRun(ctx context.Context, sc *client.Client, ep *pushEndpoint, p *e2eProducer, topic string, o PushOptions) ([]time.Duration, error) {
 	name := fmt.Sprintf("bench-push-latency-%d", time.Now().UnixNano())
 	rcv := &latencyTarget{ep: ep}
 	rcv.collect(&e2eCollector{})
@@ -270,28 +308,17 @@ func pushLatency(ctx context.Context, out *figures, sc *client.Client, ep *pushE
 	defer ep.register(path, nil)
 	if _, err := sc.CreatePush(ctx, api.PushConfig{Name: name, Topics: []string{topic}, Endpoint: ep.url + path, Start: api.ResetLatest,
 		DeadLetter: api.PushDeadLetter{Topic: o.Topic + ".dlt"}}); err != nil {
-		return benchResult{}, fmt.Errorf("creating the push subscription: %w", err)
+		return nil, fmt.Errorf("creating the push subscription: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
 		defer cancel()
 		_ = sc.DeletePush(dctx, name) // a throwaway subscription; the figures are taken
 	}()
-	p := &e2eProducer{url: base + "/v1/topics/" + topic + "/records?acks=" + o.Acks, size: o.Size, conns: 8}
 	if _, err := p.run(ctx, rcv, o.Rate, time.Second); err != nil {
-		return benchResult{}, fmt.Errorf("latency warm-up: %w", err)
+		return nil, fmt.Errorf("latency warm-up: %w", err)
 	}
-	lat, err := p.run(ctx, rcv, o.Rate, o.Duration)
-	if err != nil {
-		return benchResult{}, err
-	}
-	r := benchResult{latencies: lat}
-	r.finish()
-	out.printf("latency: produce acks=%s at %.0f records/s for %s into %d partitions → the endpoint; a subscription with the default settings (binary, ordering partition, one record a request), from latest\n",
-		o.Acks, o.Rate, o.Duration, o.Partitions)
-	out.printf("%10s %10s %10s %10s %10s %12s %12s\n", "records", "p50 ms", "p99", "p999", "max", "produce p50", "produce p99")
-	out.printf("%10d %10s %10s %10s %10s %12s %12s\n", len(lat), ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.pct(0.999)), ms(r.latencies[len(r.latencies)-1]), ms(p.reqP50), ms(p.reqP99))
-	return r, nil
+	return p.run(ctx, rcv, o.Rate, o.Duration)
 }
 
 // pushTarget takes the requests of one path of the endpoint.
