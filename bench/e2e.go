@@ -165,11 +165,20 @@ type e2eProducer struct {
 	reqP50, reqP99 time.Duration
 }
 
+// latencyReceiver is where a paced producer's records arrive (WebSocket
+// consumers, a push endpoint): each arrival's latency goes to the collector
+// it was given last.
+type latencyReceiver interface {
+	collect(*e2eCollector)
+	// err is the first failure of a receiver, or nil.
+	err() error
+}
+
 // run produces at rate for d, then waits until the receivers have every
 // record that was acknowledged, and returns their latencies.
-func (p *e2eProducer) run(ctx context.Context, rcv *e2eReceivers, rate float64, d time.Duration) ([]time.Duration, error) {
+func (p *e2eProducer) run(ctx context.Context, rcv latencyReceiver, rate float64, d time.Duration) ([]time.Duration, error) {
 	col := &e2eCollector{}
-	rcv.cur.Store(col)
+	rcv.collect(col)
 	// A tick every millisecond (or one per record below 1,000/s), each
 	// sending the records due by then.
 	interval := max(time.Millisecond, time.Duration(float64(time.Second)/rate))
@@ -359,6 +368,8 @@ func cmpErr(a, b error) error {
 	return b
 }
 
+func (r *e2eReceivers) collect(c *e2eCollector) { r.cur.Store(c) }
+
 func (r *e2eReceivers) err() error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
@@ -375,8 +386,11 @@ func (r *e2eReceivers) close() {
 }
 
 // sentAt reads the send time out of a record's value {"t":<ns>,...}.
-func sentAt(r api.FetchedRecord) (int64, bool) {
-	v, ok := bytes.CutPrefix(r.Value, []byte(`{"t":`))
+func sentAt(r api.FetchedRecord) (int64, bool) { return sentAtValue(r.Value) }
+
+// sentAtValue reads the send time out of a value {"t":<ns>,...}.
+func sentAtValue(value []byte) (int64, bool) {
+	v, ok := bytes.CutPrefix(value, []byte(`{"t":`))
 	if !ok {
 		return 0, false
 	}

@@ -89,7 +89,8 @@ func startProcessCluster(ctx context.Context, exe string, n int, zk string) (str
 			return fail(err)
 		}
 	}
-	if err := start("gateway", "gateway", "--addr", "127.0.0.1:0", "--zk", connect, "--log-level", "warn"); err != nil {
+	// Private endpoints: `sluice bench push` pushes to 127.0.0.1.
+	if err := start("gateway", "gateway", "--addr", "127.0.0.1:0", "--zk", connect, "--log-level", "warn", "--push-allow-private"); err != nil {
 		return fail(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -17,13 +17,15 @@ import (
 // options; the scenarios themselves are package bench.
 func runBench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: sluice bench produce|consume|e2e|ws|sink|broker [flags]")
+		return errors.New("usage: sluice bench produce|consume|e2e|push|ws|sink|broker [flags]")
 	}
 	switch args[0] {
 	case "produce", "consume":
 		return benchThroughputCmd(ctx, args[0], args[1:])
 	case "e2e":
 		return benchE2ECmd(ctx, args[1:])
+	case "push":
+		return benchPushCmd(ctx, args[1:])
 	case "ws":
 		return benchWSCmd(ctx, args[1:])
 	case "sink":
@@ -31,7 +33,7 @@ func runBench(ctx context.Context, args []string) error {
 	case "broker":
 		return benchBrokerCmd(ctx, args[1:])
 	}
-	return errors.New("usage: sluice bench produce|consume|e2e|ws|sink|broker [flags]")
+	return errors.New("usage: sluice bench produce|consume|e2e|push|ws|sink|broker [flags]")
 }
 
 // benchThroughputCmd is `sluice bench produce|consume`.
@@ -134,6 +136,38 @@ func benchE2ECmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return bench.E2E(ctx, o)
+}
+
+// benchPushCmd is `sluice bench push`.
+func benchPushCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench push", flag.ContinueOnError)
+	o := bench.DefaultPush()
+	fs.StringVar(&o.URL, "url", "", "gateway base URL, on this machine and started with --push-allow-private (the endpoint listens on 127.0.0.1); empty starts a cluster (--brokers) in a temporary directory")
+	fs.IntVar(&o.Brokers, "brokers", o.Brokers, "brokers of the started cluster")
+	fs.StringVar(&o.Topic, "topic", o.Topic, "topic (created if missing, filled to --records); the latency run produces to <topic>-latency")
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the created topics")
+	fs.IntVar(&o.Records, "records", o.Records, "records each throughput round delivers from the topic's start")
+	fs.IntVar(&o.Size, "size", o.Size, "bytes per record value")
+	fs.IntVar(&o.Batch, "batch", o.Batch, "batch.max_records of the batched push (format json), 2 to 1000")
+	fs.IntVar(&o.Connections, "connections", o.Connections, "group members of the poll baseline (at most one per partition)")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds, each running the poll baseline, the one-record push and the batched push")
+	fs.Float64Var(&o.Rate, "rate", o.Rate, "records per second of the latency run")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the latency run produces (after a one-second warm-up)")
+	fs.StringVar(&o.Acks, "acks", o.Acks, "acks of the latency run's produce requests: 0, 1 or all")
+	fs.BoolVar(&o.Processes, "processes", false, "run the cluster as processes of this binary (`sluice broker` and `sluice gateway --push-allow-private`) coordinated through the ZooKeeper at --zk")
+	fs.StringVar(&o.ZK, "zk", envOr("SLUICE_TEST_ZK", ""), "--processes: ZooKeeper host:port (env SLUICE_TEST_ZK)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (endpoint, poller, producer and, without --url or --processes, the cluster and its pushers) to this file")
+	mutexProfile := fs.String("mutexprofile", "", "write a profile of mutex contention in this process to this file")
+	addResultsFlag(fs, &o.Results)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	stop, err := bench.Profile(*cpuProfile, *mutexProfile)
+	defer stop()
+	if err != nil {
+		return err
+	}
+	return bench.Push(ctx, o)
 }
 
 // formatRates writes rates as --rates takes them.
