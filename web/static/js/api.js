@@ -59,7 +59,7 @@ export const api = {
   push: (name, opts) => call('GET', `/v1/push/${enc(name)}`, undefined, opts),
   setPushState: (name, state) => call('PUT', `/v1/push/${enc(name)}/state`, { state }),
   seekPush: (name, to) => call('POST', `/v1/push/${enc(name)}/seek`, { to }),
-  testPush: name => call('POST', `/v1/push/${enc(name)}/test`),
+  testPush: name => call('POST', `/v1/push/${enc(name)}/test`, {}),
   rotatePushSecret: (name, graceSeconds) => call('POST', `/v1/push/${enc(name)}/secrets/rotate`, graceSeconds ? { grace_seconds: graceSeconds } : {}),
   deletePush: name => call('DELETE', `/v1/push/${enc(name)}`),
   // The session cookie (HttpOnly): a token in, sent by the browser with
