@@ -124,20 +124,30 @@ func (g *Gateway) fetchRecords(ctx context.Context, fp fetchParams, offset int64
 
 func (g *Gateway) fetchRecordsOnce(ctx context.Context, fp fetchParams, offset int64) (api.FetchResponse, error) {
 	res := api.FetchResponse{Records: []api.FetchedRecord{}, NextOffset: offset}
-	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, MaxRecords: int64(fp.maxRecords), LeaderEpoch: -1,
-	})
+	raw, fr, err := g.fetchRaw(ctx, fp, offset)
 	if err != nil {
 		return res, err
-	}
-	defer fr.Body.Close()
-	raw := make([]byte, fr.Size)
-	if _, err := io.ReadFull(fr.Body, raw); err != nil {
-		return res, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
 	}
 	res, err = renderFetched(fp, offset, raw, fr.NextOffset, fr.HighWatermark)
 	res.Throttle = fr.Throttle
 	return res, err
+}
+
+// fetchRaw fetches the raw batches at offset within fp's bounds, read
+// whole; fr's body is closed (its positions and throttle stay readable).
+func (g *Gateway) fetchRaw(ctx context.Context, fp fetchParams, offset int64) ([]byte, *brokerapi.FetchResponse, error) {
+	fr, err := g.fetchFrom(ctx, fp.topic, fp.partition, brokerapi.FetchParams{
+		Offset: offset, MaxBytes: fp.maxBytes, MaxWait: fp.wait, MaxRecords: int64(fp.maxRecords), LeaderEpoch: -1,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fr.Body.Close()
+	raw := make([]byte, fr.Size)
+	if _, err := io.ReadFull(fr.Body, raw); err != nil {
+		return nil, nil, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
+	}
+	return raw, fr, nil
 }
 
 // renderFetched decodes the raw batches a fetch at offset returned (with

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -80,16 +79,9 @@ func (c pushCluster) Fetch(ctx context.Context, tp api.TopicPartition, offset in
 	ctx, cancel := context.WithTimeout(asGateway(ctx), wait+fetchRetryBudget)
 	defer cancel()
 	fp := fetchParams{topic: tp.Topic, partition: tp.Partition, maxRecords: 1000, maxBytes: maxBytes, wait: wait}
-	fr, err := c.g.fetchFrom(ctx, tp.Topic, tp.Partition, brokerapi.FetchParams{
-		Offset: offset, MaxBytes: maxBytes, MaxWait: wait, MaxRecords: int64(fp.maxRecords), LeaderEpoch: -1,
-	})
+	raw, fr, err := c.g.fetchRaw(ctx, fp, offset)
 	if err != nil {
 		return nil, offset, err
-	}
-	defer fr.Body.Close()
-	raw := make([]byte, fr.Size)
-	if _, err := io.ReadFull(fr.Body, raw); err != nil {
-		return nil, offset, api.Errorf(api.CodeBrokerUnavailable, "fetch body cut short: %v", err)
 	}
 	var recs []recordbatch.Record
 	next, err := decodeFetched(fp, offset, raw, fr.NextOffset, func(r *recordbatch.Record) { recs = append(recs, *r) })

@@ -115,14 +115,17 @@ func (p *partition) run(ctx context.Context) error {
 	disabled := p.sub.disabled
 	for {
 		now := time.Now()
-		p.dispatch(ctx, now)
+		// The attempts metadata, once per turn: dispatch changes no
+		// attempt count, and the commit and the wake-up read the same.
+		meta := p.metadata()
+		p.dispatch(ctx, now, meta)
 		if !p.fetching && !p.stopped && len(p.window) < windowRecords && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
 			p.startFetch(ctx)
 		}
-		if err := p.maybeCommit(ctx, now, false); err != nil {
+		if err := p.maybeCommit(ctx, now, meta, false); err != nil {
 			return err
 		}
-		timer.Reset(p.nextWake(now))
+		timer.Reset(p.nextWake(now, meta))
 		select {
 		case <-ctx.Done():
 			cancel()
@@ -130,7 +133,7 @@ func (p *partition) run(ctx context.Context) error {
 			p.drain()
 			fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer fcancel()
-			_ = p.maybeCommit(fctx, time.Now(), true)
+			_ = p.maybeCommit(fctx, time.Now(), p.metadata(), true)
 			return ctx.Err()
 		case r := <-p.results:
 			p.apply(ctx, r)
@@ -155,7 +158,7 @@ func (p *partition) drain() {
 
 // nextWake is when the loop must look again without news: a retry or a
 // dead-letter write coming due, or a commit to send.
-func (p *partition) nextWake(now time.Time) time.Duration {
+func (p *partition) nextWake(now time.Time, meta string) time.Duration {
 	wake := now.Add(time.Hour)
 	if !p.fetching && p.fetchAfter.After(now) {
 		wake = p.fetchAfter
@@ -165,7 +168,7 @@ func (p *partition) nextWake(now time.Time) time.Duration {
 			wake = s.due
 		}
 	}
-	if p.commitPoint() != p.committed || p.metadata() != p.committedMeta {
+	if p.commitPoint() != p.committed || meta != p.committedMeta {
 		if c := p.lastCommit.Add(commitInterval); c.Before(wake) {
 			wake = c
 		}
@@ -257,7 +260,7 @@ func recordSize(r *recordbatch.Record) int64 {
 
 // dispatch starts requests for the slots that may go now, and dead-letter
 // writes for the slots that ran out of attempts.
-func (p *partition) dispatch(ctx context.Context, now time.Time) {
+func (p *partition) dispatch(ctx context.Context, now time.Time, meta string) {
 	cfg := &p.sub.cfg
 	for i := 0; i < len(p.window); i++ {
 		s := p.window[i]
@@ -270,7 +273,7 @@ func (p *partition) dispatch(ctx context.Context, now time.Time) {
 	}
 	// A retry goes out only once the attempts counted so far are
 	// committed: a new owner then continues the count.
-	attemptsCommitted := p.metadata() == p.committedMeta
+	attemptsCommitted := meta == p.committedMeta
 	for i := 0; i < len(p.window) && p.inFlight < cfg.MaxInFlight; i++ {
 		s := p.window[i]
 		if s.state == waiting && !now.Before(s.due) && attemptsCommitted {
@@ -442,7 +445,7 @@ func (p *partition) trim() {
 	}
 	if n > 0 {
 		p.sub.stats.delivered(n)
-		p.window = append(p.window[:0:0], p.window[n:]...)
+		p.window = p.window[n:] // appends reallocate as the window refills
 	}
 }
 
@@ -472,8 +475,8 @@ func (p *partition) metadata() string {
 // maybeCommit commits the commit point and attempts when they changed and
 // the last commit is commitInterval old (or force). A fenced commit means
 // the partition was taken away: run stops.
-func (p *partition) maybeCommit(ctx context.Context, now time.Time, force bool) error {
-	point, meta := p.commitPoint(), p.metadata()
+func (p *partition) maybeCommit(ctx context.Context, now time.Time, meta string, force bool) error {
+	point := p.commitPoint()
 	if point == p.committed && meta == p.committedMeta {
 		return nil
 	}
