@@ -115,11 +115,28 @@ type PushPartition struct {
 	LagMs           int64  `json:"lag_ms"`           // -1: unknown
 	HeadAttempts    int    `json:"head_attempts"`    // attempts counted against the record at the committed offset
 	Owner           string `json:"owner,omitempty"`  // the pusher (member id) delivering it
+	// InFlight is the requests its pusher has out now (as of the pusher's
+	// last status, at most a second old); 0 when no pusher reports it.
+	InFlight int `json:"in_flight"`
+	// LastError is the last failed attempt (or dead-letter write) its
+	// current pusher saw; absent when it saw none.
+	LastError *PushError `json:"last_error,omitempty"`
+}
+
+// PushError is one failed attempt as a pusher saw it.
+type PushError struct {
+	Offset  int64  `json:"offset"`
+	Attempt int    `json:"attempt"`
+	Status  int    `json:"status"` // the endpoint's HTTP status; 0: no answer
+	Error   string `json:"error"`  // the error, or the start of the answer's body
+	AtMs    int64  `json:"at_ms"`
 }
 
 // PushStatus answers GET /v1/push/{name}.
 type PushStatus struct {
 	PushSubscription
+	// LastError is the latest of the partitions' last errors.
+	LastError  *PushError      `json:"last_error,omitempty"`
 	Partitions []PushPartition `json:"partitions"`
 }
 

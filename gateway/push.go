@@ -212,19 +212,46 @@ func (g *Gateway) handleListPush(w http.ResponseWriter, r *http.Request) {
 	out := api.PushList{Subscriptions: []api.PushSubscription{}}
 	for _, s := range subs {
 		if g.allowed(ctx, auth.OpDescribe, auth.ResourceGroup, push.Group(s.Config.Name)) {
-			out.Subscriptions = append(out.Subscriptions, g.publicPush(s))
+			pub, _ := g.publicPush(ctx, s)
+			out.Subscriptions = append(out.Subscriptions, pub)
 		}
 	}
 	apihttp.WriteJSON(w, http.StatusOK, out)
 }
 
-// publicPush renders a subscription, with backing_off when this gateway's
-// pusher of it treats its endpoint as down.
-func (g *Gateway) publicPush(s *push.Subscription) api.PushSubscription {
+// publicPush renders a subscription, with backing_off when a pusher of it
+// (on any gateway) treats its endpoint as down. The live status is read
+// from the coordinator; without it the state is the stored one.
+func (g *Gateway) publicPush(ctx context.Context, s *push.Subscription) (api.PushSubscription, []push.PusherStatus) {
 	out := s.Public()
+	live, err := g.pushers.Status(ctx, s.Config.Name)
+	if err != nil {
+		g.log.Debug("a push subscription's live status could not be read", "subscription", s.Config.Name, "err", err)
+	}
 	if out.State == api.PushActive {
-		if down, lastErr := g.pushers.BackingOff(s.Config.Name); down {
-			out.State, out.Reason = api.PushBackingOff, lastErr
+		for _, st := range live {
+			if st.BackingOff {
+				out.State, out.Reason = api.PushBackingOff, st.Reason
+				break
+			}
+		}
+	}
+	return out, live
+}
+
+// livePartitions indexes the pushers' live partitions by member, then
+// partition: a partition's state is its owner's (a pusher it was taken
+// from no longer lists it once it has stopped it).
+func livePartitions(live []push.PusherStatus) map[string]map[api.TopicPartition]push.PartitionLive {
+	out := map[string]map[api.TopicPartition]push.PartitionLive{}
+	for _, st := range live {
+		m := out[st.Member]
+		if m == nil {
+			m = map[api.TopicPartition]push.PartitionLive{}
+			out[st.Member] = m
+		}
+		for _, p := range st.Partitions {
+			m[p.TopicPartition] = p
 		}
 	}
 	return out
@@ -242,7 +269,8 @@ func (g *Gateway) handleGetPush(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	st := api.PushStatus{PushSubscription: g.publicPush(sub), Partitions: []api.PushPartition{}}
+	pub, live := g.publicPush(ctx, sub)
+	st := api.PushStatus{PushSubscription: pub, Partitions: []api.PushPartition{}}
 	group := push.Group(name)
 	gctx := asGateway(ctx)
 	d, err := onCoordinator(g, gctx, group, true, func(addr string) (api.GroupDescription, error) {
@@ -253,11 +281,19 @@ func (g *Gateway) handleGetPush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.fillLag(gctx, d.Partitions)
+	byOwner := livePartitions(live)
 	for _, row := range d.Partitions {
-		st.Partitions = append(st.Partitions, api.PushPartition{
+		pp := api.PushPartition{
 			Topic: row.Topic, Partition: row.Partition, CommittedOffset: row.CommittedOffset, HighWatermark: row.HighWatermark,
 			Lag: row.Lag, LagMs: row.LagMs, HeadAttempts: push.HeadAttempts(row.Metadata, row.CommittedOffset), Owner: row.Owner,
-		})
+		}
+		if l, ok := byOwner[row.Owner][api.TopicPartition{Topic: row.Topic, Partition: row.Partition}]; ok && row.Owner != "" {
+			pp.InFlight, pp.LastError = l.InFlight, l.LastError
+			if l.LastError != nil && (st.LastError == nil || l.LastError.AtMs > st.LastError.AtMs) {
+				st.LastError = l.LastError
+			}
+		}
+		st.Partitions = append(st.Partitions, pp)
 	}
 	apihttp.WriteJSON(w, http.StatusOK, st)
 }
@@ -297,7 +333,8 @@ func (g *Gateway) handlePatchPush(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	apihttp.WriteJSON(w, http.StatusOK, g.publicPush(sub))
+	pub, _ := g.publicPush(ctx, sub)
+	apihttp.WriteJSON(w, http.StatusOK, pub)
 }
 
 // handleDeletePush is DELETE /v1/push/{name}: the subscription, then its
@@ -333,6 +370,7 @@ func (g *Gateway) handleDeletePush(w http.ResponseWriter, r *http.Request) {
 		}
 		t.Stop()
 	}
+	g.pushers.RemoveStatus(ctx, name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -363,7 +401,8 @@ func (g *Gateway) handlePushState(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	apihttp.WriteJSON(w, http.StatusOK, g.publicPush(sub))
+	pub, _ := g.publicPush(ctx, sub)
+	apihttp.WriteJSON(w, http.StatusOK, pub)
 }
 
 // handlePushSeek is POST /v1/push/{name}/seek: the committed offsets move
@@ -428,7 +467,7 @@ func (g *Gateway) handlePushRotate(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	out := g.publicPush(sub)
+	out, _ := g.publicPush(ctx, sub)
 	out.Secret = fresh
 	apihttp.WriteJSON(w, http.StatusOK, out)
 }

@@ -151,6 +151,17 @@ func TestPushPoisonRecordIsDeadLettered(t *testing.T) {
 	if p := st.Partitions[0]; p.CommittedOffset != 5 {
 		t.Fatalf("committed %d while offset 5 was being retried", p.CommittedOffset)
 	}
+	// The pusher's last error is shown, for the partition and the
+	// subscription: the 422 of offset 5.
+	st = waitStatus(t, c, "poison", 10*time.Second, "the last error", func(st api.PushStatus) bool {
+		return len(st.Partitions) == 1 && st.Partitions[0].LastError != nil
+	})
+	if e := st.Partitions[0].LastError; e.Offset != 5 || e.Status != http.StatusUnprocessableEntity || e.Attempt < 1 || e.AtMs == 0 {
+		t.Fatalf("last error %+v, want the 422 of offset 5", e)
+	}
+	if st.LastError == nil || *st.LastError != *st.Partitions[0].LastError {
+		t.Fatalf("subscription's last error %+v, partition's %+v", st.LastError, st.Partitions[0].LastError)
+	}
 	reqs := ep.waitFor(30*time.Second, "the other nine records", func(r []request) bool { return len(delivered(r)) == 9 })
 	var order []int64
 	tries := 0
@@ -345,8 +356,15 @@ func TestPushOrderingByKeyWithASlowEndpoint(t *testing.T) {
 		defer mu.Unlock()
 		return most >= 4
 	})
+	// While they are held, the status shows them in flight.
+	waitStatus(t, c, "bykey", 10*time.Second, "four requests in flight", func(st api.PushStatus) bool {
+		return len(st.Partitions) == 1 && st.Partitions[0].InFlight == 4 && st.Partitions[0].Owner != ""
+	})
 	close(release)
 	reqs := ep.waitFor(60*time.Second, "every record", func(r []request) bool { return len(delivered(r)) == keys*perKey })
+	waitStatus(t, c, "bykey", 10*time.Second, "nothing in flight once all is delivered", func(st api.PushStatus) bool {
+		return len(st.Partitions) == 1 && st.Partitions[0].InFlight == 0 && st.LastError == nil
+	})
 	if most != 4 {
 		t.Fatalf("at most %d requests at once, want max_in_flight 4", most)
 	}

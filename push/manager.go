@@ -159,7 +159,7 @@ func (m *Manager) reconcile() {
 			continue
 		}
 		stats := m.opts.Metrics.forSubscription(name)
-		run, err := newSubscriptionRun(sub, m.opts.Instance, m.opts.ClusterName, m.opts.Cluster, m.client, m.log, stats, m.dlog,
+		run, err := newSubscriptionRun(sub, m.opts.Instance, m.opts.ClusterName, m.opts.Cluster, m.opts.Coord, m.client, m.log, stats, m.dlog,
 			func(reason string) { m.disable(name, reason) })
 		if err != nil {
 			m.log.Error("a push subscription cannot run", "subscription", name, "err", err)
@@ -209,17 +209,16 @@ func (m *Manager) disable(name, reason string) {
 	})
 }
 
-// BackingOff reports whether this gateway's pusher of name treats the
-// endpoint as down, and the last error it saw.
-func (m *Manager) BackingOff(name string) (bool, string) {
-	m.mu.Lock()
-	h := m.runs[name]
-	m.mu.Unlock()
-	if h == nil {
-		return false, ""
-	}
-	_, lastErr := h.run.gate.outage()
-	return h.run.gate.backingOff(), lastErr
+// Status returns the live status of every running pusher of name, on
+// every gateway.
+func (m *Manager) Status(ctx context.Context, name string) ([]PusherStatus, error) {
+	return ReadStatus(ctx, m.opts.Coord, name)
+}
+
+// RemoveStatus deletes a deleted subscription's status directory (best
+// effort).
+func (m *Manager) RemoveStatus(ctx context.Context, name string) {
+	removeStatusDir(ctx, m.opts.Coord, name)
 }
 
 // TestResult is the answer of one synthetic delivery.

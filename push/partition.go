@@ -91,7 +91,9 @@ type partition struct {
 	results       chan result
 	ctx           context.Context // run's; its goroutines end with it
 	wg            sync.WaitGroup
-	stopped       bool // the subscription was disabled: send nothing more
+	stopped       bool           // the subscription was disabled: send nothing more
+	lastErr       *api.PushError // the last failed attempt or dead-letter write
+	live          livePublisher  // inFlight and lastErr as of the last turn, for the status
 }
 
 func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
@@ -124,6 +126,9 @@ func (p *partition) run(ctx context.Context) error {
 		}
 		if err := p.maybeCommit(ctx, now, meta, false); err != nil {
 			return err
+		}
+		if p.live.publish(p.inFlight, p.lastErr) {
+			p.sub.statusChanged()
 		}
 		timer.Reset(p.nextWake(now, meta))
 		select {
@@ -357,6 +362,7 @@ func (p *partition) answered(r result) {
 		}
 		if verdict != delivered {
 			p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts+1, r.out, api.DeliveryFailed)
+			p.lastErr = newPushError(s.rec.Offset, s.attempts+1, r.out, now)
 		} else if s.attempts > 0 || s.tries > 0 {
 			p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts+1, r.out, api.DeliveryDelivered)
 		}
@@ -412,6 +418,7 @@ func (p *partition) deadLettered(r result) {
 		p.sub.log.Warn("a record could not be written to the dead-letter topic; its partition waits", "subscription", p.sub.cfg.Name,
 			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", s.rec.Offset, "dead_letter", p.sub.cfg.DeadLetter.Topic, "err", r.err)
 		s.state, s.due = dltWaiting, time.Now().Add(dltRetry)
+		p.lastErr = newPushError(s.rec.Offset, s.attempts, outcome{excerpt: "the dead-letter write failed: " + r.err.Error()}, time.Now())
 		return
 	}
 	s.state = done

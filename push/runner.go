@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/coord"
 )
 
 // sessionTimeout is a pusher's session in its group: how long after a
@@ -22,12 +23,14 @@ const sessionTimeout = 10 * time.Second
 //
 // Goroutines: run (started by the manager, which cancels and waits for
 // it) owns the membership and starts one goroutine per granted partition,
-// which it waits for before it returns.
+// and the status writer (publishStatus), which it waits for before it
+// returns.
 type subscriptionRun struct {
 	cfg      api.PushConfig
 	group    string
 	instance string
 	cluster  Cluster
+	coord    coord.Coordinator // where its live status goes
 	client   *http.Client
 	builder  *requestBuilder
 	gate     *gate
@@ -43,6 +46,10 @@ type subscriptionRun struct {
 	member atomic.Pointer[memberInfo]
 	// resync asks run for a heartbeat now (a partition's commit was fenced).
 	resync chan struct{}
+	// statusKick wakes the status writer (publishStatus).
+	statusKick chan struct{}
+	// backingOff is the gate's state as last published.
+	backingOff atomic.Bool
 
 	mu    sync.Mutex // guards parts
 	parts map[api.TopicPartition]*partRun
@@ -60,23 +67,24 @@ type partRun struct {
 	done   chan struct{}
 }
 
-func newSubscriptionRun(sub *Subscription, instance, cluster string, c Cluster, client *http.Client, log *slog.Logger, stats *subStats, dlog *deliveryLog, onDisable func(string)) (*subscriptionRun, error) {
+func newSubscriptionRun(sub *Subscription, instance, cluster string, c Cluster, co coord.Coordinator, client *http.Client, log *slog.Logger, stats *subStats, dlog *deliveryLog, onDisable func(string)) (*subscriptionRun, error) {
 	sign, err := newSigner(sub.Secrets)
 	if err != nil {
 		return nil, err
 	}
 	cfg := sub.Config
 	r := &subscriptionRun{
-		cfg: cfg, group: Group(cfg.Name), instance: instance, cluster: c, client: client,
-		builder:   &requestBuilder{cfg: cfg, cluster: cluster, sign: sign, render: c.Render},
-		gate:      newGate(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, cfg.Rate.MaxPerSecond),
-		log:       log.With("subscription", cfg.Name),
-		stats:     stats,
-		dlog:      dlog,
-		onDisable: onDisable,
-		disabled:  make(chan struct{}),
-		resync:    make(chan struct{}, 1),
-		parts:     map[api.TopicPartition]*partRun{},
+		cfg: cfg, group: Group(cfg.Name), instance: instance, cluster: c, coord: co, client: client,
+		builder:    &requestBuilder{cfg: cfg, cluster: cluster, sign: sign, render: c.Render},
+		gate:       newGate(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, cfg.Rate.MaxPerSecond),
+		log:        log.With("subscription", cfg.Name),
+		stats:      stats,
+		dlog:       dlog,
+		onDisable:  onDisable,
+		disabled:   make(chan struct{}),
+		resync:     make(chan struct{}, 1),
+		statusKick: make(chan struct{}, 1),
+		parts:      map[api.TopicPartition]*partRun{},
 	}
 	return r, nil
 }
@@ -119,7 +127,11 @@ func (r *subscriptionRun) deliver(ctx context.Context, d *delivery) (outcome, bo
 	out.took = time.Since(began)
 	counts := r.gate.report(t, out, time.Duration(r.cfg.Retry.RetryAfterMaxMs)*time.Millisecond)
 	r.stats.answered(out)
-	r.stats.setBackingOff(r.gate.backingOff())
+	down := r.gate.backingOff()
+	r.stats.setBackingOff(down)
+	if r.backingOff.Swap(down) != down {
+		r.statusChanged()
+	}
 	return out, counts
 }
 
@@ -146,6 +158,19 @@ func (r *subscriptionRun) commit(ctx context.Context, po api.PartitionOffset) er
 // partition loops as grants come and go; then stop them (each commits what
 // it delivered) and leave the group.
 func (r *subscriptionRun) run(ctx context.Context) {
+	sctx, cancelStatus := context.WithCancel(ctx)
+	status := make(chan struct{})
+	go func() {
+		defer close(status)
+		r.publishStatus(sctx)
+	}()
+	// The status node goes before the membership, so a group found empty
+	// has no pusher status left either.
+	stopStatus := func() {
+		cancelStatus()
+		<-status
+	}
+	defer stopStatus()
 	defer r.stopAll()
 	for ctx.Err() == nil {
 		res, err := r.cluster.Join(ctx, r.group, api.JoinGroupRequest{
@@ -164,6 +189,7 @@ func (r *subscriptionRun) run(ctx context.Context) {
 	}
 	if m := r.member.Load(); m != nil {
 		r.stopAll()
+		stopStatus()
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := r.cluster.Leave(lctx, r.group, m.id); err != nil {

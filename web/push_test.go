@@ -259,6 +259,10 @@ func testPushPages(t *testing.T, b *chrome, base string, a apiClient) {
 	tb.waitFor(30*time.Second, fmt.Sprintf(`(() => { const f = document.querySelector(%s); return !!f && Number(f.querySelector('[data-field=head_attempts]').textContent) >= 1
 		&& f.querySelector('[data-field=offset]').textContent.replace(/,/g, '') === '%d'; })()`, jsString(fail), offs[0].Offset),
 		"the refused record among the failures")
+	// The pusher's last error, in the failure and in the partition's row.
+	lastErr := fmt.Sprintf(`#push-partitions tr[data-topic="hooks"][data-partition="%d"] [data-field=last_error]`, offs[0].Partition)
+	tb.waitFor(30*time.Second, fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && e.textContent.includes('offset %d attempt ') && e.textContent.includes('HTTP 400'); })()`,
+		jsString(lastErr), offs[0].Offset), "the refusal as the partition's last error")
 	if got := tileNum(t, tb, "tile-push-failing"); got != 1 {
 		t.Errorf("failing tile %d, want 1", got)
 	}

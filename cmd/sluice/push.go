@@ -205,10 +205,10 @@ the pusher (group member) delivering it.`)
 		return err
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tHIGH-WATERMARK\tLAG\tLAG-TIME\tHEAD-ATTEMPTS\tOWNER")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tHIGH-WATERMARK\tLAG\tLAG-TIME\tHEAD-ATTEMPTS\tIN-FLIGHT\tLAST-ERROR\tOWNER")
 	for _, p := range st.Partitions {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Topic, p.Partition, orDash(p.CommittedOffset), orDash(p.HighWatermark),
-			orDash(p.Lag), msOrDash(p.LagMs), p.HeadAttempts, strOrDash(p.Owner))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.Topic, p.Partition, orDash(p.CommittedOffset), orDash(p.HighWatermark),
+			orDash(p.Lag), msOrDash(p.LagMs), p.HeadAttempts, p.InFlight, pushErrorLine(p.LastError), strOrDash(p.Owner))
 	}
 	return tw.Flush()
 }
@@ -499,4 +499,21 @@ func msOrDash(ms int64) string {
 		return "-"
 	}
 	return msDuration(ms)
+}
+
+// pushErrorLine is a last error in one short column: offset, status and
+// the start of the error.
+func pushErrorLine(e *api.PushError) string {
+	if e == nil {
+		return "-"
+	}
+	msg := strings.Join(strings.Fields(e.Error), " ")
+	if r := []rune(msg); len(r) > 40 {
+		msg = string(r[:40]) + "…"
+	}
+	status := "no answer"
+	if e.Status != 0 {
+		status = strconv.Itoa(e.Status)
+	}
+	return fmt.Sprintf("@%d %s %s", e.Offset, status, msg)
 }

@@ -145,7 +145,7 @@ func TestPushFromTheCLI(t *testing.T) {
 	}
 	out = mustRun("", "push", "describe", "fn")
 	for _, p := range st.Partitions {
-		row := regexp.MustCompile(fmt.Sprintf(`(?m)^orders +%d +%d +%d +0 +0s +0 +%s$`, p.Partition, p.CommittedOffset, p.HighWatermark, regexp.QuoteMeta(p.Owner)))
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^orders +%d +%d +%d +0 +0s +0 +0 +- +%s$`, p.Partition, p.CommittedOffset, p.HighWatermark, regexp.QuoteMeta(p.Owner)))
 		if !row.MatchString(out) {
 			t.Fatalf("push describe has no row for %+v:\n%s", p, out)
 		}

@@ -117,6 +117,20 @@ func TestPushGatewayKilledWhileRetrying(t *testing.T) {
 	if strings.HasSuffix(owner, strings.TrimPrefix(gwB, "http://")) {
 		victim, survivor = gwB, c.URL
 	}
+	// The gateway that does not deliver the partition shows what the
+	// owner's pusher is doing: the poison record's last refusal.
+	sc, err := client.New(survivor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor("the owner's last error through the other gateway", 30*time.Second, func() (bool, string) {
+		st, err := sc.GetPush(ctx, "kill")
+		if err != nil || len(st.Partitions) != 1 || st.Partitions[0].LastError == nil {
+			return false, fmt.Sprint(st.Partitions, err)
+		}
+		e := st.Partitions[0].LastError
+		return e.Offset == poison && e.Status == http.StatusUnprocessableEntity, fmt.Sprintf("%+v", *e)
+	})
 	ep.mu.Lock()
 	before := append([]int(nil), ep.attempts...)
 	ep.mu.Unlock()
@@ -139,10 +153,6 @@ func TestPushGatewayKilledWhileRetrying(t *testing.T) {
 	// more times.
 	if len(tries) > maxAttempts+1 {
 		t.Fatalf("the poison record was tried %d times (%v), want at most %d", len(tries), tries, maxAttempts+1)
-	}
-	sc, err := client.New(survivor)
-	if err != nil {
-		t.Fatal(err)
 	}
 	c.WaitFor("the subscription committed to the end", time.Minute, func() (bool, string) {
 		st, err := sc.GetPush(ctx, "kill")

@@ -12,6 +12,14 @@ function errorText(e) {
   return `${e.code || 'ERROR'}: ${e.message}`;
 }
 
+// lastErrorText is a last error in a line: when, the offset and attempt,
+// the status and the start of the error.
+function lastErrorText(e) {
+  const status = e.status ? `HTTP ${e.status}` : 'no answer';
+  const msg = e.error ? ` · ${e.error.slice(0, 80)}` : '';
+  return `${fmt.ago(e.at_ms)}: offset ${fmt.num(e.offset)} attempt ${e.attempt}, ${status}${msg}`;
+}
+
 function short(id) {
   return id.length > 12 ? id.slice(0, 12) + '…' : id;
 }
@@ -167,7 +175,8 @@ export default function push(params, ctl) {
         h('b', null, `${p.topic}/${p.partition}`), ': ',
         h('span', { 'data-field': 'head_attempts' }, String(p.head_attempts)),
         ` of ${st.retry.max_attempts} attempts failed at offset `, h('span', { 'data-field': 'offset' }, fmt.num(p.committed_offset)),
-        `; after the last it goes to ${st.dead_letter.topic} and the partition moves on`));
+        `; after the last it goes to ${st.dead_letter.topic} and the partition moves on`,
+        p.last_error ? h('div', { class: 'dim', 'data-field': 'last_error' }, lastErrorText(p.last_error)) : null));
     }
     replace(failures, items.length ? h('ul', { class: 'failures' }, items)
       : h('p', { class: 'note', 'data-failure': 'none' }, 'Nothing failing: no partition\'s next record was refused.'));
@@ -176,6 +185,8 @@ export default function push(params, ctl) {
       { label: 'Topic' }, { label: 'P', num: true }, { label: 'Owner' }, { label: 'Committed', num: true },
       { label: 'HW', num: true }, { label: 'Lag', num: true }, { label: 'Time lag', num: true },
       { label: 'Head attempts', num: true, title: 'attempts counted against the record at the committed offset' },
+      { label: 'In flight', num: true, title: 'requests its pusher has out now' },
+      { label: 'Last error', title: 'the last failed attempt its pusher saw' },
     ], st.partitions.map(p => ({
       attrs: { 'data-topic': p.topic, 'data-partition': p.partition },
       cells: [
@@ -186,6 +197,9 @@ export default function push(params, ctl) {
         h('span', { 'data-field': 'lag', class: p.lag > 0 ? 'warn-text' : null }, fmt.num(p.lag)),
         fmt.duration(p.lag_ms),
         h('span', { 'data-field': 'head_attempts', class: p.head_attempts > 0 ? 'bad-text' : null }, String(p.head_attempts)),
+        h('span', { 'data-field': 'in_flight' }, String(p.in_flight || 0)),
+        p.last_error ? h('span', { 'data-field': 'last_error', title: p.last_error.error }, lastErrorText(p.last_error))
+          : h('span', { class: 'dim', 'data-field': 'last_error' }, 'none'),
       ],
     })), 'No partitions yet: the rows appear once the group has committed offsets.'));
 
