@@ -17,9 +17,10 @@ import (
 //
 // A clean covers the closed segments wholly below the HW (never the active
 // segment, never uncommitted data). It reads them twice without the log's
-// lock, through descriptors of its own (closed segments do not change until
-// retention deletes them, and a deleted file stays readable through an open
-// descriptor; only a truncation cuts one, and then the clean is abandoned):
+// lock, through descriptors leased from the pool (closed segments do not
+// change until retention deletes them, and a deleted file stays readable
+// through a leased descriptor; only a truncation cuts one, and then the
+// clean is abandoned):
 // first to map every key to the offset of its latest record,
 // then to write each segment again, one for one, with only the records that
 // stay. It takes the lock only to check that the segments are still the ones

@@ -36,8 +36,9 @@ type Log struct {
 	opts Options
 
 	// mu guards every field below. Appends, truncation, roll and retention take
-	// it exclusively; reads take it shared only to locate bytes and open a
-	// descriptor, never while data is copied to a client.
+	// it exclusively; reads take it shared only to locate bytes and lease a
+	// descriptor, never while data is copied to a client. FilePool.mu is
+	// taken inside it.
 	mu         sync.RWMutex
 	segments   []*segment // ordered by base offset; the last one takes appends
 	hw         int64
