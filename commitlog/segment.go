@@ -56,10 +56,12 @@ type segment struct {
 	wlease *lease
 	writes uint64 // writes through wlease, for an fsync that runs without the lock
 
-	size   int64 // bytes of whole, written batches; nothing past it is ever read
-	next   int64 // offset after the last batch
-	maxTS  int64 // largest batch max timestamp, -1 when empty
-	rollAt time.Time
+	size  int64 // bytes of whole, written batches; nothing past it is ever read
+	next  int64 // offset after the last batch
+	maxTS int64 // largest batch max timestamp, -1 when empty
+	// maxTSRel is the relative offset of the batch that carried maxTS.
+	maxTSRel uint32
+	rollAt   time.Time
 
 	index        offsetIndex
 	timeIndex    timeIndex
@@ -244,22 +246,25 @@ func (s *segment) appendBatches(buf []byte, hs []recordbatch.Header, intervalByt
 }
 
 // indexBatch records one batch written at pos in the in-memory state and, every
-// intervalBytes, in the indexes.
+// intervalBytes, in the indexes: an offset-index entry for the batch, and a
+// time-index entry for the largest timestamp so far (this batch's
+// included) when it grew since the last one, as Kafka does. Both indexes
+// are thus sparse alike: a time entry per batch would cost 16 bytes of
+// memory per batch, more than the log itself for small ones.
 func (s *segment) indexBatch(h recordbatch.Header, pos int64, intervalBytes int64) {
 	rel := uint32(h.BaseOffset - s.base)
+	if h.MaxTimestamp > s.maxTS {
+		s.maxTS, s.maxTSRel = h.MaxTimestamp, rel
+	}
 	if pos == 0 || s.sinceIndexed >= intervalBytes {
 		s.index.add(rel, uint32(pos))
+		if last, ok := s.timeIndex.last(); s.maxTS >= 0 && (!ok || (s.maxTS > last.ts && s.maxTSRel > last.rel)) {
+			s.timeIndex.add(s.maxTS, s.maxTSRel)
+		}
 		s.indexDirty = true
 		s.sinceIndexed = 0
 	}
 	s.sinceIndexed += int64(h.Size())
-	if h.MaxTimestamp > s.maxTS {
-		s.maxTS = h.MaxTimestamp
-		if last, ok := s.timeIndex.last(); !ok || (h.MaxTimestamp > last.ts && rel > last.rel) {
-			s.timeIndex.add(h.MaxTimestamp, rel)
-			s.indexDirty = true
-		}
-	}
 	s.next = h.NextOffset()
 }
 
@@ -271,7 +276,7 @@ func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(reco
 	s.index.reset()
 	s.timeIndex.reset()
 	s.indexDirty = true
-	s.size, s.next, s.maxTS, s.sinceIndexed = 0, s.base, -1, 0
+	s.size, s.next, s.maxTS, s.maxTSRel, s.sinceIndexed = 0, s.base, -1, 0, 0
 	ls, err := s.use()
 	if err != nil {
 		return false, err
@@ -321,9 +326,11 @@ func (s *segment) recover(fileSize int64, intervalBytes int64, onBatch func(reco
 }
 
 // loadIndexes trusts a cleanly closed segment: it loads both indexes, checks
-// them against the log, and derives size, next offset and max timestamp from
-// the last batch, reading the log through f. It falls back to recover when
-// anything is inconsistent.
+// them against the log, and derives size and next offset from the last
+// batch, reading the log through f, and the max timestamp from the batches
+// after the last offset-index entry and the last time-index entry (which
+// covers every batch up to that offset-index entry's). It falls back to
+// recover when anything is inconsistent.
 func (s *segment) loadIndexes(f File, fileSize int64, intervalBytes int64) error {
 	b, err := readIndexFile(s.fs, s.fileName(indexSuffix))
 	if err != nil {
@@ -339,6 +346,10 @@ func (s *segment) loadIndexes(f File, fileSize int64, intervalBytes int64) error
 		pos := int64(s.index.entries[len(s.index.entries)-1].pos)
 		var hbuf [recordbatch.HeaderSize]byte
 		var last recordbatch.Header
+		s.maxTS, s.maxTSRel = -1, 0
+		if e, ok := s.timeIndex.last(); ok {
+			s.maxTS, s.maxTSRel = e.ts, e.rel
+		}
 		for pos < fileSize {
 			h, err := readHeader(f, pos, hbuf[:])
 			if err != nil || pos+int64(h.Size()) > fileSize {
@@ -346,15 +357,14 @@ func (s *segment) loadIndexes(f File, fileSize int64, intervalBytes int64) error
 				break
 			}
 			last = h
+			if h.MaxTimestamp > s.maxTS {
+				s.maxTS, s.maxTSRel = h.MaxTimestamp, uint32(h.BaseOffset-s.base)
+			}
 			s.sinceIndexed += int64(h.Size())
 			pos += int64(h.Size())
 		}
 		if okIdx {
 			s.size, s.next = fileSize, last.NextOffset()
-			s.maxTS = last.MaxTimestamp
-			if e, ok := s.timeIndex.last(); ok && e.ts > s.maxTS {
-				s.maxTS = e.ts
-			}
 			return nil
 		}
 	}

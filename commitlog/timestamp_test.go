@@ -1,7 +1,9 @@
 package commitlog_test
 
 import (
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,4 +130,101 @@ func batchAt(t *testing.T, dir string, base int64) (pos, size int64) {
 	}
 	t.Fatalf("no batch at offset %d in %s", base, dir)
 	return 0, 0
+}
+
+// The time index is as sparse as the offset index (an entry per
+// index.interval.bytes at most, not per batch), and lookups by time and
+// each segment's max timestamp stay exact: with timestamps out of order,
+// after a clean reopen and after a crash.
+func TestSparseTimeIndex(t *testing.T) {
+	dir := t.TempDir()
+	opts := commitlog.Options{SegmentBytes: 64 << 10, IndexIntervalBytes: 1024}
+	l := openLog(t, osFS(t, dir), opts)
+	var ts []int64 // by offset
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 3000 {
+		t0 := int64(1_000_000 + 10*i + rng.IntN(200) - 100)
+		if i%500 == 250 {
+			t0 += 50_000 // a max in mid-segment, away from any index entry
+		}
+		b := batch(t, "s", 2, t0)
+		if _, err := l.Append(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, t0, t0+1)
+	}
+	commit(l)
+	// The first record at or after q, by a scan of every timestamp.
+	want := func(q int64) (int64, bool) {
+		for off, x := range ts {
+			if x >= q {
+				return int64(off), true
+			}
+		}
+		return 0, false
+	}
+	check := func(when string, l *commitlog.Log) {
+		t.Helper()
+		for q := int64(999_000); q < 1_000_000+30_000+60_000; q += 997 {
+			got, ok, err := l.OffsetForTimestamp(q)
+			w, wok := want(q)
+			if err != nil || ok != wok || got != w {
+				t.Fatalf("%s: OffsetForTimestamp(%d) = %d %v %v, want %d %v", when, q, got, ok, err, w, wok)
+			}
+		}
+	}
+	maxTS := func(l *commitlog.Log) []int64 {
+		var out []int64
+		for _, s := range l.ClosedSegments() {
+			out = append(out, s.MaxTimestamp)
+		}
+		return out
+	}
+	check("appended", l)
+	maxes := maxTS(l)
+	for i, s := range l.ClosedSegments() {
+		var w int64 = -1
+		for off := s.Base; off < s.Next; off++ {
+			w = max(w, ts[off])
+		}
+		if maxes[i] != w {
+			t.Fatalf("segment %d: max timestamp %d, want %d", s.Base, maxes[i], w)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ := filepath.Glob(filepath.Join(dir, "orders-0", "*.index"))
+	for _, name := range idx {
+		oi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, err := os.Stat(strings.TrimSuffix(name, ".index") + ".timeindex")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.Size()/12 > oi.Size()/8 {
+			t.Fatalf("%s: %d time-index entries for %d offset-index entries", filepath.Base(name), ti.Size()/12, oi.Size()/8)
+		}
+	}
+	l = openLog(t, osFS(t, dir), opts)
+	check("reopened", l)
+	if got := maxTS(l); fmt.Sprint(got) != fmt.Sprint(maxes) {
+		t.Fatalf("max timestamps after a reopen %v, want %v", got, maxes)
+	}
+	// A crash: the active segment is recovered, its indexes rebuilt.
+	for i := range 200 {
+		t0 := int64(1_000_000 + 10*(3000+i))
+		if _, err := l.Append(batch(t, "c", 2, t0), 0); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, t0, t0+1)
+	}
+	commit(l)
+	check("before the crash", l)
+	l = openLog(t, osFS(t, dir), opts) // the crashed process's log is left open
+	defer l.Close()
+	commit(l)
+	check("after the crash", l)
 }
