@@ -93,6 +93,11 @@ type Options struct {
 	// PeerAddresses overrides the registered address of other brokers when
 	// this one dials them (address translation, proxies). Default none.
 	PeerAddresses map[int32]string
+	// OpenSegmentFiles bounds the segment file descriptors this broker's
+	// partitions keep open between uses, all together (commitlog.FilePool):
+	// an idle partition holds none of its own, and more open only while
+	// more are in use at once. Default commitlog.DefaultMaxOpenFiles (1,024).
+	OpenSegmentFiles int
 	// MaxPartitionsPerBroker bounds the partition replicas any broker may
 	// hold: the controller refuses a topic creation past it
 	// (POLICY_VIOLATION). Default api.DefaultMaxPartitionsPerBroker (4,000);
@@ -296,6 +301,7 @@ func New(opts Options) (*Broker, error) {
 		},
 		resign:     b.resign,
 		recovering: b.recovering,
+		files:      commitlog.NewFilePool(opts.OpenSegmentFiles),
 		kickISR: func() {
 			select {
 			case b.isrKick <- struct{}{}:

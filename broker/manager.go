@@ -205,6 +205,7 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 	}
 	lo := logOptions(cfg)
 	lo.Logger = m.log.With("partition", dir)
+	lo.Files = m.deps.files
 	l, err := commitlog.Open(m.fs, dir, lo)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,8 @@ type partitionDeps struct {
 	// recovering runs f, noting a panic in it (Broker.recovering), and
 	// reports whether it panicked.
 	recovering func(where string, f func()) bool
+	// files is where every partition log's segment descriptors come from.
+	files *commitlog.FilePool
 }
 
 // Partition is one partition replica on this broker: its log and the role the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -18,9 +17,10 @@ import (
 //
 // A clean covers the closed segments wholly below the HW (never the active
 // segment, never uncommitted data). It reads them twice without the log's
-// lock, through descriptors of its own (closed segments do not change until
-// retention deletes them, and a deleted file stays readable through an open
-// descriptor; only a truncation cuts one, and then the clean is abandoned):
+// lock, through descriptors leased from the pool (closed segments do not
+// change until retention deletes them, and a deleted file stays readable
+// through a leased descriptor; only a truncation cuts one, and then the
+// clean is abandoned):
 // first to map every key to the offset of its latest record,
 // then to write each segment again, one for one, with only the records that
 // stay. It takes the lock only to check that the segments are still the ones
@@ -144,11 +144,12 @@ type cleanPlan struct {
 }
 
 // cleanSource is one segment being cleaned: the segment as the log holds it
-// (compared, at the swap, with what the log holds then) and a descriptor of
-// its own on its .log file.
+// (compared, at the swap, with what the log holds then) and a descriptor
+// leased on its .log file, which it reads positionally.
 type cleanSource struct {
 	seg  *segment
 	f    File
+	l    *lease
 	size int64
 }
 
@@ -190,12 +191,12 @@ func (l *Log) planClean(now time.Time, opts CleanOptions) (*cleanPlan, CleanStat
 	p.tombstones = make([]int64, len(p.next.Passes))
 	p.pending = make([]int64, len(p.next.Passes))
 	for _, s := range segs {
-		f, err := l.fs.OpenFile(segmentName(s.dir, s.base, logSuffix), os.O_RDONLY, 0)
+		sl, err := s.use()
 		if err != nil {
 			p.closeSources()
 			return nil, stats, fmt.Errorf("%w: opening segment %d to clean: %v", api.ErrStorage, s.base, err)
 		}
-		p.srcs = append(p.srcs, cleanSource{seg: s, f: f, size: s.size})
+		p.srcs = append(p.srcs, cleanSource{seg: s, f: sl.f, l: sl, size: s.size})
 	}
 	return p, stats, nil
 }
@@ -231,7 +232,7 @@ func (p *cleanPlan) unchangedLocked() bool {
 
 func (p *cleanPlan) closeSources() {
 	for _, s := range p.srcs {
-		_ = s.f.Close() // a read descriptor
+		s.l.release()
 	}
 	p.srcs = nil
 }
@@ -332,7 +333,7 @@ const rewriteFlushBytes = 1 << 20
 func (p *cleanPlan) rewrite(ctx context.Context, km *keyMap, stats *CleanStats) ([]cleanedSegment, error) {
 	var outs []cleanedSegment
 	for _, src := range p.srcs {
-		ns, err := createCleanedSegment(p.l.fs, p.l.dir, src.seg.base)
+		ns, err := createCleanedSegment(p.l.fs, p.l.files, p.l.dir, src.seg.base)
 		if err != nil {
 			return outs, fmt.Errorf("%w: %v", api.ErrStorage, err)
 		}

@@ -41,26 +41,17 @@ const (
 var segmentSuffixes = []string{logSuffix, indexSuffix, timeIndexSuffix}
 
 // createCleanedSegment creates, truncating any leftover, the ".cleaned" files
-// of the segment at base.
-func createCleanedSegment(fsys FS, dir string, base int64) (*segment, error) {
-	s := &segment{dir: dir, base: base, next: base, maxTS: -1}
-	files := []*File{&s.log, &s.index.f, &s.timeIndex.f}
-	for i, suf := range segmentSuffixes {
-		f, err := fsys.OpenFile(segmentName(dir, base, suf)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			_ = s.close() // the open error is the one to report
-			return nil, err
-		}
-		*files[i] = f
-	}
-	return s, nil
+// of the segment at base. Its log's descriptors come from pool like the
+// log's own, and follow the file when the swap renames it.
+func createCleanedSegment(fsys FS, pool *FilePool, dir string, base int64) (*segment, error) {
+	return createSegment(fsys, pool, dir, base, cleanedSuffix, true)
 }
 
 // removeCleaned closes and deletes the ".cleaned" files of segments that
 // will not be swapped in. Failures are left to the next Open.
 func removeCleaned(fsys FS, outs []cleanedSegment) {
 	for _, o := range outs {
-		_ = o.seg.close() // the files are removed next
+		o.seg.close() // the files are removed next
 		for _, suf := range segmentSuffixes {
 			_ = fsys.Remove(segmentName(o.seg.dir, o.seg.base, suf) + cleanedSuffix)
 		}
@@ -131,7 +122,7 @@ func (l *Log) swapLocked(outs []cleanedSegment) error {
 		// segments until that Open.
 		undone := true
 		for _, o := range outs {
-			_ = o.seg.close() // the files are removed next
+			o.seg.close() // the files are removed next
 			for _, suf := range segmentSuffixes {
 				rerr := l.fs.Remove(segmentName(o.seg.dir, o.seg.base, suf) + swapSuffix)
 				undone = undone && (rerr == nil || errors.Is(rerr, os.ErrNotExist))
@@ -161,11 +152,13 @@ func (l *Log) swapLocked(outs []cleanedSegment) error {
 			return l.failLocked(err)
 		}
 		// The name now holds the new bytes: the log must locate batches in
-		// them from this moment. Readers that already opened the old file
-		// keep their descriptor on it.
+		// them from this moment. Readers that already leased a descriptor
+		// of the old file keep it; its idle descriptors close.
+		o.seg.suffix = ""
+		o.seg.file.rename(segmentName(o.seg.dir, o.seg.base, logSuffix))
 		o.seg.rollAt = o.old.rollAt
 		l.segments[idx[j]] = o.seg
-		_ = o.old.close() // its bytes are replaced; readers keep their own descriptors
+		o.old.close()
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.failLocked(err)

@@ -13,9 +13,11 @@ import (
 // over many small batches (an offset-index entry covers IndexIntervalBytes
 // of them, and a fetch walks its batches to find where to stop) costs one
 // pread per headerReadAhead bytes, not one per batch. Used under the
-// log's lock, like the segment it reads.
+// log's lock, like the segment it reads, through a descriptor its caller
+// leased.
 type headerReader struct {
 	seg   *segment
+	f     File
 	buf   *[headerReadAhead]byte
 	start int64 // file position of buf[0]
 	n     int   // bytes of buf read
@@ -27,8 +29,8 @@ const headerReadAhead = 8 << 10
 
 var headerBufs = sync.Pool{New: func() any { return new([headerReadAhead]byte) }}
 
-func (s *segment) headers() *headerReader {
-	return &headerReader{seg: s, buf: headerBufs.Get().(*[headerReadAhead]byte)}
+func (s *segment) headers(f File) *headerReader {
+	return &headerReader{seg: s, f: f, buf: headerBufs.Get().(*[headerReadAhead]byte)}
 }
 
 // close gives the buffer back.
@@ -41,7 +43,7 @@ func (r *headerReader) close() {
 func (r *headerReader) at(pos int64) (recordbatch.Header, error) {
 	if pos < r.start || pos+recordbatch.HeaderSize > r.start+int64(r.n) {
 		want := max(min(int64(headerReadAhead), r.seg.size-pos), recordbatch.HeaderSize)
-		n, err := r.seg.log.ReadAt(r.buf[:want], pos)
+		n, err := r.f.ReadAt(r.buf[:want], pos)
 		if n < recordbatch.HeaderSize {
 			if err == nil {
 				err = io.ErrUnexpectedEOF

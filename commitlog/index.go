@@ -2,8 +2,10 @@ package commitlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 )
 
@@ -35,10 +37,10 @@ type timeEntry struct {
 	rel uint32
 }
 
-// offsetIndex is a segment's sparse offset index: kept whole in memory and
-// appended to its file. Its fields are guarded by the owning Log's mutex.
+// offsetIndex is a segment's sparse offset index, kept whole in memory and
+// written whole to its file (segment.saveIndexes). Its fields are guarded
+// by the owning Log's mutex.
 type offsetIndex struct {
-	f       File
 	entries []offsetEntry
 }
 
@@ -52,49 +54,47 @@ func (ix *offsetIndex) lookup(rel uint32) int64 {
 	return int64(ix.entries[i-1].pos)
 }
 
-func (ix *offsetIndex) add(rel, pos uint32) error {
-	var b [offsetEntrySize]byte
-	binary.BigEndian.PutUint32(b[0:], rel)
-	binary.BigEndian.PutUint32(b[4:], pos)
-	if _, err := ix.f.WriteAt(b[:], int64(len(ix.entries))*offsetEntrySize); err != nil {
-		return err
-	}
+func (ix *offsetIndex) add(rel, pos uint32) {
 	ix.entries = append(ix.entries, offsetEntry{rel, pos})
-	return nil
 }
 
-// load reads the index file and checks it against the log's size; ok is false
-// when the file is torn or inconsistent and must be rebuilt.
-func (ix *offsetIndex) load(logSize int64) (ok bool, err error) {
-	b, err := readWhole(ix.f)
-	if err != nil {
-		return false, err
-	}
+// load parses an index file's bytes and checks them against the log's
+// size; ok is false when the file is torn or inconsistent and must be
+// rebuilt.
+func (ix *offsetIndex) load(b []byte, logSize int64) (ok bool) {
+	ix.entries = nil
 	if len(b)%offsetEntrySize != 0 {
-		return false, nil
+		return false
 	}
-	ix.entries = make([]offsetEntry, 0, len(b)/offsetEntrySize)
+	entries := make([]offsetEntry, 0, len(b)/offsetEntrySize)
 	for i := 0; i < len(b); i += offsetEntrySize {
 		e := offsetEntry{binary.BigEndian.Uint32(b[i:]), binary.BigEndian.Uint32(b[i+4:])}
 		if int64(e.pos) >= logSize {
-			return false, nil
+			return false
 		}
-		if n := len(ix.entries); n > 0 && (e.rel <= ix.entries[n-1].rel || e.pos <= ix.entries[n-1].pos) {
-			return false, nil
+		if n := len(entries); n > 0 && (e.rel <= entries[n-1].rel || e.pos <= entries[n-1].pos) {
+			return false
 		}
-		ix.entries = append(ix.entries, e)
+		entries = append(entries, e)
 	}
-	return true, nil
+	ix.entries = entries
+	return true
 }
 
-func (ix *offsetIndex) reset() error {
-	ix.entries = ix.entries[:0]
-	return ix.f.Truncate(0)
+// encode puts entry i in b, for writeIndexFile.
+func (ix *offsetIndex) encode(i int, b []byte) (n int, ok bool) {
+	if i >= len(ix.entries) {
+		return 0, false
+	}
+	binary.BigEndian.PutUint32(b[0:], ix.entries[i].rel)
+	binary.BigEndian.PutUint32(b[4:], ix.entries[i].pos)
+	return offsetEntrySize, true
 }
+
+func (ix *offsetIndex) reset() { ix.entries = ix.entries[:0] }
 
 // timeIndex is a segment's sparse time index; guarded by the owning Log's mutex.
 type timeIndex struct {
-	f       File
 	entries []timeEntry
 }
 
@@ -108,49 +108,113 @@ func (ix *timeIndex) lookup(ts int64) (rel uint32, ok bool) {
 	return ix.entries[i-1].rel, true
 }
 
-func (ix *timeIndex) add(ts int64, rel uint32) error {
-	var b [timeEntrySize]byte
-	binary.BigEndian.PutUint64(b[0:], uint64(ts))
-	binary.BigEndian.PutUint32(b[8:], rel)
-	if _, err := ix.f.WriteAt(b[:], int64(len(ix.entries))*timeEntrySize); err != nil {
-		return err
-	}
+func (ix *timeIndex) add(ts int64, rel uint32) {
 	ix.entries = append(ix.entries, timeEntry{ts, rel})
-	return nil
 }
 
-func (ix *timeIndex) load(maxRel uint32) (ok bool, err error) {
-	b, err := readWhole(ix.f)
-	if err != nil {
-		return false, err
-	}
+// load parses a time index file's bytes; ok is false when they are torn or
+// inconsistent.
+func (ix *timeIndex) load(b []byte, maxRel uint32) (ok bool) {
+	ix.entries = nil
 	if len(b)%timeEntrySize != 0 {
-		return false, nil
+		return false
 	}
-	ix.entries = make([]timeEntry, 0, len(b)/timeEntrySize)
+	entries := make([]timeEntry, 0, len(b)/timeEntrySize)
 	for i := 0; i < len(b); i += timeEntrySize {
 		e := timeEntry{int64(binary.BigEndian.Uint64(b[i:])), binary.BigEndian.Uint32(b[i+8:])}
 		if e.rel > maxRel {
-			return false, nil
+			return false
 		}
-		if n := len(ix.entries); n > 0 && (e.ts <= ix.entries[n-1].ts || e.rel <= ix.entries[n-1].rel) {
-			return false, nil
+		if n := len(entries); n > 0 && (e.ts <= entries[n-1].ts || e.rel <= entries[n-1].rel) {
+			return false
 		}
-		ix.entries = append(ix.entries, e)
+		entries = append(entries, e)
 	}
-	return true, nil
+	ix.entries = entries
+	return true
 }
 
-func (ix *timeIndex) reset() error {
-	ix.entries = ix.entries[:0]
-	return ix.f.Truncate(0)
+// encode puts entry i in b, for writeIndexFile.
+func (ix *timeIndex) encode(i int, b []byte) (n int, ok bool) {
+	if i >= len(ix.entries) {
+		return 0, false
+	}
+	binary.BigEndian.PutUint64(b[0:], uint64(ix.entries[i].ts))
+	binary.BigEndian.PutUint32(b[8:], ix.entries[i].rel)
+	return timeEntrySize, true
 }
+
+func (ix *timeIndex) reset() { ix.entries = ix.entries[:0] }
 
 func (ix *timeIndex) last() (timeEntry, bool) {
 	if len(ix.entries) == 0 {
 		return timeEntry{}, false
 	}
 	return ix.entries[len(ix.entries)-1], true
+}
+
+// readIndexFile returns an index file's bytes; a missing file is an empty
+// index (a crash between creating a segment's files), rebuilt when the log
+// is not empty.
+func readIndexFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // opened read-only
+	return readWhole(f)
+}
+
+// indexWriteBuffer is how many bytes of entries writeIndexFile writes at once.
+const indexWriteBuffer = 64 << 10
+
+// writeIndexFile replaces an index file's content with the entries encode
+// gives (entry 0, 1, ... until it reports none) and fsyncs it, through a
+// descriptor of its own, closed before it returns. A crash meanwhile
+// leaves a short or empty index, which Open rebuilds from the log.
+func writeIndexFile(fsys FS, name string, encode func(i int, b []byte) (int, bool)) error {
+	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	var off int64
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := f.WriteAt(buf, off)
+		off += int64(len(buf))
+		buf = buf[:0]
+		return err
+	}
+	var entry [timeEntrySize]byte
+	for i := 0; err == nil; i++ {
+		n, ok := encode(i, entry[:])
+		if !ok {
+			break
+		}
+		if buf == nil {
+			buf = make([]byte, 0, indexWriteBuffer)
+		}
+		buf = append(buf, entry[:n]...)
+		if len(buf)+timeEntrySize > cap(buf) {
+			err = flush()
+		}
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // readWhole reads a file from position 0 to its current size.

@@ -28,15 +28,17 @@ var (
 // Log is one partition's log. It is safe for concurrent use: appends are
 // serialized, reads run in parallel with each other and with appends.
 type Log struct {
-	fs  FS
-	dir string
+	fs    FS
+	dir   string
+	files *FilePool // where segment descriptors come from (Options.Files)
 	// opts is fixed at Open but for the fields Retune replaces, which are
 	// read and written under mu.
 	opts Options
 
 	// mu guards every field below. Appends, truncation, roll and retention take
-	// it exclusively; reads take it shared only to locate bytes and open a
-	// descriptor, never while data is copied to a client.
+	// it exclusively; reads take it shared only to locate bytes and lease a
+	// descriptor, never while data is copied to a client. FilePool.mu is
+	// taken inside it.
 	mu         sync.RWMutex
 	segments   []*segment // ordered by base offset; the last one takes appends
 	hw         int64
@@ -75,7 +77,7 @@ func Open(fsys FS, dir string, opts Options) (*Log, error) {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: creating %s: %v", api.ErrStorage, dir, err)
 	}
-	l := &Log{fs: fsys, dir: dir, opts: opts, hwCh: make(chan struct{})}
+	l := &Log{fs: fsys, dir: dir, files: opts.Files, opts: opts, hwCh: make(chan struct{})}
 	if err := l.load(); err != nil {
 		_ = l.closeSegments() // the load error is the one to report
 		return nil, err
@@ -234,9 +236,17 @@ func (l *Log) writeLocked(buf []byte, hs []recordbatch.Header) error {
 	}
 	seg := l.activeLocked()
 	if err := seg.appendBatches(buf, hs, l.opts.IndexIntervalBytes, now); err != nil {
+		if outOfDescriptors(err) {
+			// The active segment's descriptor was closed while idle and
+			// cannot be opened again now: passing, like a roll's; nothing
+			// was written.
+			return fmt.Errorf("%w: %w: %s: no file descriptor for the active segment: %v", api.ErrStorage, errNoDescriptors, l.dir, err)
+		}
 		// Whatever reached the file past seg.size is never read, and the next
 		// recovery truncates it; try to cut it now too.
-		_ = seg.log.Truncate(seg.size)
+		if seg.wlease != nil {
+			_ = seg.wlease.f.Truncate(seg.size)
+		}
 		return l.failLocked(err)
 	}
 	for _, h := range hs {
@@ -278,12 +288,16 @@ func (l *Log) afterAppendLocked(records int64) error {
 // holding mu through it stalled every append and read of the partition
 // (and with them acks=all, which waits on followers' appends). What is
 // synced and when is as before; only the lock differs:
+//   - it fsyncs the writer's descriptor (segment.wlease) through a lease of
+//     its own, so neither a roll nor a deletion meanwhile closes it;
 //   - appends made during the Sync may or may not be in it; they stay
-//     counted in unflushed and the timer is armed again for them;
+//     counted in unflushed and the timer is armed again for them; without
+//     any, the writer's lease ends: everything written through it is on
+//     disk, and the descriptor may go idle;
 //   - a roll meanwhile fsyncs the segment itself (two fsyncs of one file);
-//   - a truncation or reset that closed the file meanwhile makes Sync fail
-//     with os.ErrClosed: those bytes are gone from the log, nothing to sync;
-//   - any other Sync error fails the log (sticky, read-only), as before,
+//   - a truncation or reset that deleted the file meanwhile leaves the
+//     Sync to an unlinked file: those bytes are gone from the log;
+//   - any Sync error fails the log (sticky, read-only), as before,
 //     whichever segment is active by then: an fsync error is reported once
 //     per descriptor, so the roll's own fsync may not have seen it.
 func (l *Log) flushFromTimer() {
@@ -291,14 +305,16 @@ func (l *Log) flushFromTimer() {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	l.flushTimer = nil
-	if l.closed || l.unflushed == 0 || l.writeErr != nil {
+	seg := l.activeLocked()
+	if l.closed || l.unflushed == 0 || l.writeErr != nil || seg.wlease == nil {
 		l.mu.Unlock()
 		return
 	}
-	seg, n := l.activeLocked(), l.unflushed
+	n, writes, sl := l.unflushed, seg.writes, seg.wlease.share()
 	l.mu.Unlock()
 
-	err := seg.log.Sync()
+	err := sl.f.Sync()
+	sl.release()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -312,6 +328,10 @@ func (l *Log) flushFromTimer() {
 	if err == nil && l.activeLocked() == seg {
 		// A roll meanwhile zeroed unflushed itself, for the new segment.
 		l.unflushed = max(0, l.unflushed-n)
+		if seg.writes == writes && seg.wlease != nil {
+			seg.wlease.release()
+			seg.wlease = nil
+		}
 	}
 	if l.unflushed > 0 && l.flushTimer == nil && l.opts.FlushInterval > 0 {
 		l.flushTimer = time.AfterFunc(l.opts.FlushInterval, l.flushFromTimer)
@@ -332,7 +352,7 @@ func (l *Log) flushLocked() error {
 	if l.writeErr != nil {
 		return l.writeErr
 	}
-	if err := l.activeLocked().log.Sync(); err != nil {
+	if err := l.activeLocked().syncLog(); err != nil {
 		return l.failLocked(err)
 	}
 	l.unflushed = 0
@@ -359,13 +379,21 @@ func (l *Log) maybeRollLocked(incoming int64, now time.Time) error {
 
 func (l *Log) rollLocked() error {
 	seg := l.activeLocked()
-	if err := seg.sync(); err != nil {
+	if err := seg.syncLog(); err != nil {
 		return err
 	}
 	l.unflushed = 0
-	ns, err := openSegment(l.fs, l.dir, seg.next, true)
+	if err := seg.saveIndexes(); err != nil {
+		if outOfDescriptors(err) {
+			// As below: the active segment, synced, stays active; its
+			// indexes are written at the next roll.
+			return fmt.Errorf("%w: %w: %s: no file descriptor to write the closing segment's indexes: %v", api.ErrStorage, errNoDescriptors, l.dir, err)
+		}
+		return err
+	}
+	ns, err := createSegment(l.fs, l.files, l.dir, seg.next, "", false)
 	if err != nil {
-		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		if outOfDescriptors(err) {
 			// Out of file descriptors: passing, not a disk failure. The log
 			// stays as it was (the active segment is synced and stays
 			// active) and writable; the append fails retriably. A file
@@ -405,9 +433,16 @@ func (l *Log) Roll() error {
 	return nil
 }
 
-// errNoDescriptors marks a roll that found no file descriptor for the new
-// segment: retriable, and the log stays writable.
+// errNoDescriptors marks an append that found no file descriptor for the
+// segment it writes (a new one, or the active one after the pool closed
+// its idle descriptor): retriable, and the log stays writable.
 var errNoDescriptors = errors.New("out of file descriptors")
+
+// outOfDescriptors reports whether err is an open that failed for want of
+// a file descriptor: passing, not a disk failure.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
 
 func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) endLocked() int64       { return l.activeLocked().next }
@@ -578,11 +613,10 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeSegments() error {
-	var err error
 	for _, s := range l.segments {
-		err = errors.Join(err, s.close())
+		s.close()
 	}
-	return err
+	return nil
 }
 
 // Delete closes the log and removes its directory.

@@ -42,6 +42,12 @@ type Options struct {
 	// (Kafka's producer.id.expiration.ms).
 	ProducerIDExpiration time.Duration
 
+	// Files is the pool the log's segment descriptors come from, shared
+	// with the other logs that name it: it bounds what they keep open
+	// while idle (see FilePool). Default: one pool of DefaultMaxOpenFiles
+	// shared by every log of the process that names none.
+	Files *FilePool
+
 	// Logger receives recovery and error reports. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; tests replace it. Default time.Now.
@@ -80,6 +86,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ProducerIDExpiration == 0 {
 		o.ProducerIDExpiration = DefaultProducerIDExpiry
+	}
+	if o.Files == nil {
+		o.Files = sharedPool()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

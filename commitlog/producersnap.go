@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/sluice-io/sluice/api"
-	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // Producer snapshots: file "%020d.producers" holds, as JSON, the producer
@@ -212,21 +211,35 @@ func (l *Log) rebuildProducersLocked() error {
 			break
 		}
 	}
-	var hbuf [recordbatch.HeaderSize]byte
 	for _, seg := range l.segments {
-		if seg.next <= from {
+		if seg.next <= from || seg.size == 0 {
 			continue
 		}
-		for pos := int64(0); pos < seg.size; {
-			h, err := seg.readHeader(pos, hbuf[:])
-			if err != nil {
-				return err
-			}
-			if h.BaseOffset >= from {
-				l.producers.record(h)
-			}
-			pos += int64(h.Size())
+		if err := l.replayProducersLocked(seg, from); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// replayProducersLocked records the producer batches of seg from offset from.
+func (l *Log) replayProducersLocked(seg *segment, from int64) error {
+	sl, err := seg.use()
+	if err != nil {
+		return err
+	}
+	defer sl.release()
+	hr := seg.headers(sl.f)
+	defer hr.close()
+	for pos := int64(0); pos < seg.size; {
+		h, err := hr.at(pos)
+		if err != nil {
+			return err
+		}
+		if h.BaseOffset >= from {
+			l.producers.record(h)
+		}
+		pos += int64(h.Size())
 	}
 	return nil
 }

@@ -3,32 +3,33 @@ package commitlog
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
-// ReadResult locates whole batches in one segment file. The caller owns File
-// and must Close it; it is a descriptor of its own, so the caller may Seek it
-// and hand it to sendfile (io.Copy of an io.LimitReader over it into a TCP
-// connection) without disturbing other readers. File is nil when Size is 0.
+// ReadResult locates whole batches in one segment file. File is a
+// descriptor leased to the caller until Close: no other reader holds it,
+// so the caller may Seek it and hand it to sendfile (io.Copy of an
+// io.LimitReader over it into a TCP connection) without disturbing other
+// readers; it stays readable until Close even if the segment is deleted
+// meanwhile. The caller must Close the result, never File itself (the
+// descriptor goes back to the log's FilePool). File is nil when Size is 0.
 type ReadResult struct {
 	File       File
 	Position   int64 // where the first batch starts in File
 	Size       int64 // bytes of whole batches from Position
 	NextOffset int64 // the offset to ask for next
 	Offsets
+
+	lease *lease
 }
 
-// Close releases the result's descriptor.
+// Close gives the result's descriptor back. It may be called more than once.
 func (r *ReadResult) Close() error {
-	if r.File == nil {
-		return nil
-	}
-	err := r.File.Close()
-	r.File = nil
-	return err
+	r.lease.release()
+	r.lease, r.File = nil, nil
+	return nil
 }
 
 // ReadAll reads the located bytes into memory and closes the result.
@@ -76,40 +77,56 @@ func (l *Log) ReadRecords(offset, maxBytes, limit, maxRecords int64) (ReadResult
 	}
 	for i := l.segmentIndexLocked(offset); i < len(l.segments); i++ {
 		seg := l.segments[i]
-		hr := seg.headers()
-		pos, h, found, err := seg.findWith(hr, offset)
-		if err != nil || !found {
-			hr.close()
-			if err != nil {
-				return res, err
-			}
+		if offset >= seg.next {
 			continue
 		}
-		defer hr.close()
-		if h.NextOffset() > limit {
-			return res, nil
-		}
-		start, end := pos, pos+int64(h.Size())
-		next := h.NextOffset()
-		for end < seg.size && (maxRecords <= 0 || next-offset < maxRecords) {
-			nh, err := hr.at(end)
-			if err != nil {
-				return res, err
-			}
-			if nh.NextOffset() > limit || end+int64(nh.Size())-start > maxBytes {
-				break
-			}
-			end += int64(nh.Size())
-			next = nh.NextOffset()
-		}
-		f, err := l.fs.OpenFile(segmentName(seg.dir, seg.base, logSuffix), os.O_RDONLY, 0)
+		// The reader's descriptor reads the headers too: one lease a read.
+		rl, err := seg.file.acquire(true, 0)
 		if err != nil {
 			return res, fmt.Errorf("%w: opening segment: %v", api.ErrStorage, err)
 		}
-		res.File, res.Position, res.Size, res.NextOffset = f, start, end-start, next
+		start, end, next, found, err := seg.locate(rl.f, offset, maxBytes, limit, maxRecords)
+		if err != nil || !found || end == start {
+			rl.release()
+			if err != nil || found {
+				return res, err // found but past limit: nothing to read yet
+			}
+			continue
+		}
+		res.File, res.Position, res.Size, res.NextOffset, res.lease = rl.f, start, end-start, next, rl
 		return res, nil
 	}
 	return res, nil
+}
+
+// locate finds, reading headers through f, the whole batches from the one
+// holding offset, up to maxBytes (at least one batch) and maxRecords (0:
+// no bound), none past limit. found is false when offset is not in the
+// segment; end equals start when the first batch reaches past limit.
+func (s *segment) locate(f File, offset, maxBytes, limit, maxRecords int64) (start, end, next int64, found bool, err error) {
+	hr := s.headers(f)
+	defer hr.close()
+	pos, h, found, err := s.findWith(hr, offset)
+	if err != nil || !found {
+		return 0, 0, 0, false, err
+	}
+	if h.NextOffset() > limit {
+		return pos, pos, offset, true, nil
+	}
+	start, end = pos, pos+int64(h.Size())
+	next = h.NextOffset()
+	for end < s.size && (maxRecords <= 0 || next-offset < maxRecords) {
+		nh, err := hr.at(end)
+		if err != nil {
+			return 0, 0, 0, false, err
+		}
+		if nh.NextOffset() > limit || end+int64(nh.Size())-start > maxBytes {
+			break
+		}
+		end += int64(nh.Size())
+		next = nh.NextOffset()
+	}
+	return start, end, next, true, nil
 }
 
 // OffsetForTimestamp returns the offset of the first record whose timestamp is
@@ -118,7 +135,7 @@ func (l *Log) ReadRecords(offset, maxBytes, limit, maxRecords int64) (ReadResult
 //
 // Like Read, it holds the log's read lock only to find a candidate batch (the
 // first below the HW whose max timestamp reaches ts, from headers alone) and
-// to open a descriptor of its own; the batch is read and decompressed after
+// to lease a descriptor for it; the batch is read and decompressed after
 // the lock is released, so appends never wait on a decompression. A batch
 // whose records are all older (compaction keeps a batch's max timestamp)
 // sends the search on from the batch after it. One batch is in memory at a
@@ -139,9 +156,10 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, ok bool, err error) {
 }
 
 // timestampBatch is a batch OffsetForTimestamp decodes outside the lock,
-// through its own descriptor f (nil when there is no candidate).
+// through a descriptor leased to it, f (nil when there is no candidate).
 type timestampBatch struct {
 	f    File
+	l    *lease
 	pos  int64
 	size int64
 	next int64 // the offset after the batch
@@ -149,7 +167,7 @@ type timestampBatch struct {
 
 // timestampCandidate finds, under the read lock, the first batch at or
 // after offset from (-1: anywhere) that starts below the HW and whose max
-// timestamp is at or after ts, and opens a descriptor for it.
+// timestamp is at or after ts, and leases a descriptor for it.
 func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -169,34 +187,54 @@ func (l *Log) timestampCandidate(from, ts int64) (timestampBatch, error) {
 		if rel, ok := seg.timeIndex.lookup(ts); ok {
 			start = max(start, seg.base+int64(rel))
 		}
-		pos, h, found, err := seg.find(start)
-		if err != nil {
-			return timestampBatch{}, err
+		if start >= seg.next {
+			continue
 		}
-		for found && h.BaseOffset < l.hw {
-			if h.MaxTimestamp >= ts {
-				f, err := l.fs.OpenFile(segmentName(seg.dir, seg.base, logSuffix), os.O_RDONLY, 0)
-				if err != nil {
-					return timestampBatch{}, fmt.Errorf("%w: opening segment: %v", api.ErrStorage, err)
-				}
-				return timestampBatch{f: f, pos: pos, size: int64(h.Size()), next: h.NextOffset()}, nil
-			}
-			pos += int64(h.Size())
-			if pos >= seg.size {
-				break
-			}
-			if h, err = seg.readHeader(pos, hbuf[:]); err != nil {
+		sl, err := seg.use()
+		if err != nil {
+			return timestampBatch{}, fmt.Errorf("%w: opening segment: %v", api.ErrStorage, err)
+		}
+		c, err := seg.timestampCandidate(sl.f, start, ts, l.hw, hbuf[:])
+		if err != nil || c.f == nil {
+			sl.release()
+			if err != nil {
 				return timestampBatch{}, err
 			}
+			continue
+		}
+		c.l = sl
+		return c, nil
+	}
+	return timestampBatch{}, nil
+}
+
+// timestampCandidate is the first batch of the segment from offset start
+// that begins below hw and reaches ts, read through f; its f is nil when
+// there is none.
+func (s *segment) timestampCandidate(f File, start, ts, hw int64, hbuf []byte) (timestampBatch, error) {
+	pos, h, found, err := s.find(f, start)
+	if err != nil {
+		return timestampBatch{}, err
+	}
+	for found && h.BaseOffset < hw {
+		if h.MaxTimestamp >= ts {
+			return timestampBatch{f: f, pos: pos, size: int64(h.Size()), next: h.NextOffset()}, nil
+		}
+		pos += int64(h.Size())
+		if pos >= s.size {
+			break
+		}
+		if h, err = readHeader(f, pos, hbuf); err != nil {
+			return timestampBatch{}, err
 		}
 	}
 	return timestampBatch{}, nil
 }
 
 // firstAtOrAfter reads and decodes the batch (the lock is not held) and
-// returns its first record at or after ts. It closes the descriptor.
+// returns its first record at or after ts. It releases the descriptor.
 func (c timestampBatch) firstAtOrAfter(ts int64) (int64, bool, error) {
-	defer func() { _ = c.f.Close() }() // a read descriptor
+	defer c.l.release()
 	body := make([]byte, c.size)
 	if _, err := c.f.ReadAt(body, c.pos); err != nil {
 		return 0, false, fmt.Errorf("%w: reading the batch at %d: %v", api.ErrStorage, c.pos, err)

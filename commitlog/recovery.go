@@ -69,39 +69,20 @@ func (l *Log) load() error {
 	}
 
 	if len(bases) == 0 {
-		seg, err := openSegment(l.fs, l.dir, 0, true)
+		seg, err := createSegment(l.fs, l.files, l.dir, 0, "", false)
 		if err != nil {
 			return fmt.Errorf("%w: %v", api.ErrStorage, err)
 		}
 		l.segments = []*segment{seg}
 	}
 	for i, base := range bases {
-		seg, err := openSegment(l.fs, l.dir, base, false)
-		if err != nil {
-			return fmt.Errorf("%w: opening segment %d: %v", api.ErrStorage, base, err)
-		}
+		seg := newSegment(l.fs, l.files, l.dir, base, "")
 		l.segments = append(l.segments, seg)
 		// Age-based rolling counts from when this process first saw the
 		// segment: a restart must not roll every reopened segment at once.
 		seg.rollAt = l.opts.Now()
-		fi, err := seg.log.Stat()
-		if err != nil {
-			return fmt.Errorf("%w: %v", api.ErrStorage, err)
-		}
-		active := i == len(bases)-1
-		if active && !clean {
-			truncated, err := seg.recover(fi.Size(), l.opts.IndexIntervalBytes, func(h recordbatch.Header) {
-				l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
-			})
-			if err != nil {
-				return fmt.Errorf("%w: recovering segment %d: %v", api.ErrStorage, base, err)
-			}
-			if truncated {
-				l.opts.Logger.Warn("truncated a torn tail after an unclean shutdown",
-					"dir", l.dir, "segment", base, "kept_bytes", seg.size, "file_bytes", fi.Size())
-			}
-		} else if err := seg.loadIndexes(fi.Size(), l.opts.IndexIntervalBytes); err != nil {
-			return fmt.Errorf("%w: loading segment %d: %v", api.ErrStorage, base, err)
+		if err := l.loadSegment(seg, i == len(bases)-1, clean); err != nil {
+			return err
 		}
 	}
 	// Segments must chain: each starts where the previous ended. A gap means a
@@ -150,6 +131,43 @@ func (l *Log) load() error {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return fmt.Errorf("%w: %v", api.ErrStorage, err)
 		}
+	}
+	return nil
+}
+
+// loadSegment brings one segment's in-memory state back at Open: the
+// active one after a crash by recovery, every other from its indexes
+// (or by recovery when they do not match the log).
+func (l *Log) loadSegment(seg *segment, active, clean bool) error {
+	ls, err := seg.use()
+	if err != nil {
+		return fmt.Errorf("%w: opening segment %d: %v", api.ErrStorage, seg.base, err)
+	}
+	defer ls.release()
+	fi, err := ls.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	if !active || clean {
+		if err := seg.loadIndexes(ls.f, fi.Size(), l.opts.IndexIntervalBytes); err != nil {
+			return fmt.Errorf("%w: loading segment %d: %v", api.ErrStorage, seg.base, err)
+		}
+	} else {
+		truncated, err := seg.recover(fi.Size(), l.opts.IndexIntervalBytes, func(h recordbatch.Header) {
+			l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+		})
+		if err != nil {
+			return fmt.Errorf("%w: recovering segment %d: %v", api.ErrStorage, seg.base, err)
+		}
+		if truncated {
+			l.opts.Logger.Warn("truncated a torn tail after an unclean shutdown",
+				"dir", l.dir, "segment", seg.base, "kept_bytes", seg.size, "file_bytes", fi.Size())
+		}
+	}
+	// A recovery that cut the log is fsynced now, rather than pin the
+	// writer's descriptor until the segment's next fsync.
+	if err := seg.syncLog(); err != nil {
+		return fmt.Errorf("%w: recovering segment %d: %v", api.ErrStorage, seg.base, err)
 	}
 	return nil
 }

@@ -3,7 +3,7 @@ package commitlog
 // Retune replaces the options a topic config governs while the log is open
 // (an altered topic config): SegmentBytes, SegmentAge, IndexIntervalBytes,
 // FlushMessages, FlushInterval, RetentionAge and RetentionBytes, zero fields
-// taking their defaults as in Open. ProducerIDExpiration, Logger and Now
+// taking their defaults as in Open. ProducerIDExpiration, Files, Logger and Now
 // stay as opened. The active segment rolls by the new sizes at its next
 // append, the next ApplyRetention uses the new retention, and a flush timer
 // already armed keeps its old delay. A clean in progress keeps the index

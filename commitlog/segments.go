@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"github.com/sluice-io/sluice/api"
 )
@@ -43,12 +44,22 @@ func (l *Log) ClosedSegments() []SegmentInfo {
 // OpenSegment opens one file of a closed segment for reading (kind is
 // SegmentLog, SegmentIndex or SegmentTimeIndex). The caller closes it; the
 // descriptor stays readable even if retention deletes the segment meanwhile.
+// A log file's descriptor is leased from the log's FilePool, as a reader's
+// (no other reader shares its offset): Close gives it back.
 func (l *Log) OpenSegment(base int64, kind string) (File, int64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	i := l.segmentIndexLocked(base)
 	if i < 0 || l.segments[i].base != base || i == len(l.segments)-1 {
 		return nil, 0, api.Errorf(api.CodeOffsetOutOfRange, "no closed segment at %d", base)
+	}
+	seg := l.segments[i]
+	if kind == SegmentLog {
+		rl, err := seg.file.acquire(true, 0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", api.ErrStorage, err)
+		}
+		return &leasedFile{File: rl.f, l: rl}, seg.size, nil
 	}
 	f, err := l.fs.OpenFile(segmentName(l.dir, base, kind), os.O_RDONLY, 0)
 	if err != nil {
@@ -59,11 +70,23 @@ func (l *Log) OpenSegment(base int64, kind string) (File, int64, error) {
 		_ = f.Close() // opened read-only
 		return nil, 0, fmt.Errorf("%w: %v", api.ErrStorage, err)
 	}
-	size := fi.Size()
-	if kind == SegmentLog {
-		size = l.segments[i].size
+	return f, fi.Size(), nil
+}
+
+// leasedFile is a pooled descriptor handed out as a File: Close ends the
+// lease instead of closing it, and later calls fail with os.ErrClosed.
+type leasedFile struct {
+	File
+	l      *lease
+	closed atomic.Bool
+}
+
+func (f *leasedFile) Close() error {
+	if f.closed.Swap(true) {
+		return os.ErrClosed
 	}
-	return f, size, nil
+	f.l.release()
+	return nil
 }
 
 // EpochsIn returns the leader-epoch lineage entries that apply to offsets in

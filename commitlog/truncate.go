@@ -24,6 +24,16 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	if offset < l.startLocked() {
 		offset = l.startLocked()
 	}
+	// The segment the cut falls in is leased first: a descriptor that
+	// cannot be had now fails the truncation before anything changed.
+	sl, err := l.segments[max(0, l.segmentIndexLocked(offset-1))].use()
+	if err != nil {
+		if outOfDescriptors(err) {
+			return 0, fmt.Errorf("%w: %w: %s: no file descriptor to truncate with: %v", api.ErrStorage, errNoDescriptors, l.dir, err)
+		}
+		return 0, l.failLocked(err)
+	}
+	defer sl.release()
 	// Drop whole segments above the cut, keeping at least the first one.
 	for len(l.segments) > 1 && l.activeLocked().base >= offset {
 		seg := l.activeLocked()
@@ -33,7 +43,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 		}
 	}
 	seg := l.activeLocked()
-	pos, _, found, err := seg.find(offset)
+	pos, _, found, err := seg.find(sl.f, offset)
 	if err != nil {
 		return 0, l.failLocked(err)
 	}
@@ -69,13 +79,17 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 
 // cutSegmentLocked truncates seg's log at pos and rebuilds its in-memory state.
 func (l *Log) cutSegmentLocked(seg *segment, pos int64) error {
-	if err := seg.log.Truncate(pos); err != nil {
+	w, err := seg.writer()
+	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrStorage, err)
 	}
-	if err := seg.log.Sync(); err != nil {
+	if err := w.Truncate(pos); err != nil {
 		return fmt.Errorf("%w: %v", api.ErrStorage, err)
 	}
-	_, err := seg.recover(pos, l.opts.IndexIntervalBytes, nil)
+	if err := seg.syncLog(); err != nil {
+		return fmt.Errorf("%w: %v", api.ErrStorage, err)
+	}
+	_, err = seg.recover(pos, l.opts.IndexIntervalBytes, nil)
 	return err
 }
 
@@ -108,7 +122,7 @@ func (l *Log) ResetTo(offset int64, producers []byte) error {
 			return l.failLocked(err)
 		}
 	}
-	ns, err := openSegment(l.fs, l.dir, offset, true)
+	ns, err := createSegment(l.fs, l.files, l.dir, offset, "", false)
 	if err != nil {
 		return l.failLocked(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice"
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/tier"
@@ -118,6 +119,7 @@ func runBroker(ctx context.Context, args []string) error {
 	tierInterval := fs.Duration("tier-interval", envDuration("SLUICE_TIER_INTERVAL", 5*time.Second), "how often closed segments are copied to the object store (env SLUICE_TIER_INTERVAL)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	drainTimeout := fs.Duration("drain-timeout", envDuration("SLUICE_DRAIN_TIMEOUT", 30*time.Second), "on SIGTERM, wait up to this long for this broker's leaderships to move to other replicas before stopping; 0 stops at once (env SLUICE_DRAIN_TIMEOUT)")
+	openFiles := fs.Int("open-segment-files", envInt("SLUICE_OPEN_SEGMENT_FILES", commitlog.DefaultMaxOpenFiles), "segment file descriptors kept open between uses, across every partition here; more open while more are in use at once (env SLUICE_OPEN_SEGMENT_FILES)")
 	orphanGrace := fs.Duration("tier-orphan-grace", envDuration("SLUICE_TIER_ORPHAN_GRACE", 10*time.Minute), "objects no record names are deleted once this old; longer than any upload (env SLUICE_TIER_ORPHAN_GRACE)")
 	zk := addZKFlags(fs)
 	s3 := addS3Flags(fs)
@@ -168,6 +170,7 @@ func runBroker(ctx context.Context, args []string) error {
 		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
+		OpenSegmentFiles:        *openFiles,
 		MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
 		Bucket:                  bucket, // nil: local only
 		ClusterSecret:           secret,
