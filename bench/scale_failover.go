@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +41,11 @@ func (s *scaleRun) prepare(ctx context.Context, controller bool) (victim api.Bro
 	}
 	if bal.at < 0 {
 		// Not a failure of the step: it runs on the leaderships as they are.
-		note = fmt.Sprintf("; leadership not back on the first replicas after %s", balanceTimeout)
+		led := make([]string, 0, len(ci.Brokers))
+		for _, b := range ci.Brokers {
+			led = append(led, fmt.Sprintf("b%d %d of %d", b.ID, b.PartitionsLed, s.preferred[b.ID]))
+		}
+		note = fmt.Sprintf("; leadership not back on the first replicas after %s: %s", balanceTimeout, strings.Join(led, ", "))
 	}
 	for _, b := range ci.Brokers {
 		switch {

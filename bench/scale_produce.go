@@ -175,17 +175,20 @@ func (r produceResult) String() string {
 		b.WriteString("no errors")
 		return b.String()
 	}
-	codes := make([]string, 0, len(r.errs))
-	for c := range r.errs {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	b.WriteString("errors: ")
-	for i, c := range codes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s ×%d", c, r.errs[c])
-	}
+	b.WriteString("errors: " + countsText(r.errs))
 	return b.String()
+}
+
+// countsText is "a ×2, b ×1": each key and its count, keys in order.
+func countsText(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
 }
