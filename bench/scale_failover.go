@@ -64,38 +64,39 @@ func (s *scaleRun) prepare(ctx context.Context, controller bool) (victim api.Bro
 
 // controlledShutdown SIGTERMs the non-controller broker leading the most
 // partitions while acks=all producers write to some of them, and measures
-// how long its leaderships take to move and the process to exit.
-func (s *scaleRun) controlledShutdown(ctx context.Context) (int32, bool, error) {
+// how long its leaderships take to move and the process to exit. It
+// returns the broker, 0 when the step did not run.
+func (s *scaleRun) controlledShutdown(ctx context.Context) (int32, error) {
 	v, note, ok, err := s.prepare(ctx, false)
 	if err != nil || !ok {
 		s.unhealthy("controlled shutdown (SIGTERM)")
-		return 0, false, err
+		return 0, err
 	}
 	parts, err := s.ledPartitions(ctx, v.ID, s.o.ProducePartitions)
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	prod := startProducers(ctx, s.cl, parts)
 	defer prod.stop()
 	if err := prod.waitAcked(ctx, time.Now(), time.Now().Add(30*time.Second)); err != nil {
-		return 0, false, fmt.Errorf("the acks=all producers before the shutdown: %w", err)
+		return 0, fmt.Errorf("the acks=all producers before the shutdown: %w", err)
 	}
 	proc := s.pc.brokers[v.ID]
 	progressf("SIGTERM to broker %d (leads %d partitions)", v.ID, v.PartitionsLed)
 	t0 := time.Now()
 	if err := proc.signal(syscall.SIGTERM); err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	moved := &milestone{name: "moved", reached: func(ci api.ClusterInfo) bool {
 		return brokerIn(ci, v.ID).PartitionsLed == 0 && ci.Partitions.Offline == 0
 	}}
 	if _, err := s.waitState(ctx, t0, s.o.Timeout, moved); err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	exit := fmt.Sprintf("timed out after %s", s.o.Timeout)
 	select {
 	case <-ctx.Done():
-		return 0, false, ctx.Err()
+		return 0, ctx.Err()
 	case <-proc.done:
 		d := proc.exitedAt.Sub(t0)
 		exit = secs(d)
@@ -114,7 +115,7 @@ func (s *scaleRun) controlledShutdown(ctx context.Context) (int32, bool, error) 
 	// stall is over.
 	ackErr := prod.waitAcked(ctx, time.Now(), time.Now().Add(s.o.Timeout))
 	if ctx.Err() != nil {
-		return 0, false, ctx.Err()
+		return 0, ctx.Err()
 	}
 	res := prod.stop()
 	s.add(fmt.Sprintf("controlled shutdown (SIGTERM) of broker %d (led %d%s): leaderships moved", v.ID, v.PartitionsLed, note), "s", s.at(moved), "≤ 3")
@@ -124,31 +125,39 @@ func (s *scaleRun) controlledShutdown(ctx context.Context) (int32, bool, error) 
 		measured += "; " + ackErr.Error()
 	}
 	s.add(fmt.Sprintf("acks=all produces to %d of its partitions during it: longest stall", len(parts)), "s", measured, "no stall longer than a leader move")
-	return v.ID, moved.at >= 0, nil
+	return v.ID, nil
 }
 
 // restart starts broker id again and measures until it is registered and
-// back in every ISR.
-func (s *scaleRun) restart(ctx context.Context, id int32, what string) (bool, error) {
+// back in every ISR. A run that has not exited yet (its exit timed out) is
+// SIGKILLed first.
+func (s *scaleRun) restart(ctx context.Context, id int32, what string) error {
+	note := ""
+	if p := s.pc.brokers[id]; !p.exited() {
+		_ = p.signal(syscall.SIGKILL)
+		<-p.done
+		note = "; it had not exited and was SIGKILLed first"
+	}
 	progressf("restarting broker %d", id)
 	t0 := time.Now()
 	if err := s.pc.restartBroker(ctx, id); err != nil {
-		return false, err
+		return err
 	}
 	registered := &milestone{name: "registered", reached: func(ci api.ClusterInfo) bool { return brokerIn(ci, id).Alive }}
 	inSync := &milestone{name: "in every ISR", reached: s.healthy}
 	if _, err := s.waitState(ctx, t0, s.o.Timeout, registered, inSync); err != nil {
-		return false, err
+		return err
 	}
-	s.add(what, "s", fmt.Sprintf("%s (registered after %s)", s.at(inSync), s.at(registered)), "≤ 10")
-	return inSync.at >= 0, nil
+	s.add(what, "s", fmt.Sprintf("%s (registered after %s%s)", s.at(inSync), s.at(registered), note), "≤ 10")
+	return nil
 }
 
 // kill sends SIGKILL to the non-controller broker leading the most
 // partitions, or to the controller, and measures until the cluster's
 // metadata no longer lists it and every partition has a live leader again
-// (for the controller: and another controller is elected).
-func (s *scaleRun) kill(ctx context.Context, controller bool) (int32, bool, error) {
+// (for the controller: and another controller is elected). It returns the
+// broker, 0 when the step did not run.
+func (s *scaleRun) kill(ctx context.Context, controller bool) (int32, error) {
 	label := "kill -9 of a broker"
 	if controller {
 		label = "the controller SIGKILLed"
@@ -156,12 +165,12 @@ func (s *scaleRun) kill(ctx context.Context, controller bool) (int32, bool, erro
 	v, note, ok, err := s.prepare(ctx, controller)
 	if err != nil || !ok {
 		s.unhealthy(label)
-		return 0, false, err
+		return 0, err
 	}
 	progressf("SIGKILL to broker %d (leads %d partitions, controller %v)", v.ID, v.PartitionsLed, v.Controller)
 	t0 := time.Now()
 	if err := s.pc.brokers[v.ID].signal(syscall.SIGKILL); err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	gone := &milestone{name: "gone", reached: func(ci api.ClusterInfo) bool { return !brokerIn(ci, v.ID).Alive }}
 	newController := &milestone{name: "new controller", reached: func(ci api.ClusterInfo) bool {
@@ -175,7 +184,7 @@ func (s *scaleRun) kill(ctx context.Context, controller bool) (int32, bool, erro
 		ms = append(ms, newController)
 	}
 	if _, err := s.waitState(ctx, t0, s.o.Timeout, ms...); err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	session := s.o.SessionTimeout.Seconds()
 	if controller {
@@ -187,7 +196,7 @@ func (s *scaleRun) kill(ctx context.Context, controller bool) (int32, bool, erro
 			fmt.Sprintf("%s (gone from the metadata after %s)", s.at(led), s.at(gone)),
 			fmt.Sprintf("≤ session + 2 (%.0f)", session+2))
 	}
-	return v.ID, led.at >= 0, nil
+	return v.ID, nil
 }
 
 // unhealthy records that a step did not run because the cluster did not
