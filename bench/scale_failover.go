@@ -45,7 +45,8 @@ func (s *scaleRun) prepare(ctx context.Context, controller bool) (victim api.Bro
 		for _, b := range ci.Brokers {
 			led = append(led, fmt.Sprintf("b%d %d of %d", b.ID, b.PartitionsLed, s.preferred[b.ID]))
 		}
-		note = fmt.Sprintf("; leadership not back on the first replicas after %s: %s", balanceTimeout, strings.Join(led, ", "))
+		note = fmt.Sprintf("; leadership not back on the first replicas after %s: %s; %d offline, %d under-replicated",
+			balanceTimeout, strings.Join(led, ", "), ci.Partitions.Offline, ci.Partitions.UnderReplicated)
 	}
 	for _, b := range ci.Brokers {
 		switch {

@@ -125,11 +125,18 @@ func (s *scaleRun) healthy(ci api.ClusterInfo) bool {
 	return alive == s.o.Brokers && ci.Controller >= 0 && h.Total >= s.created && h.Offline == 0 && h.UnderReplicated == 0
 }
 
-// balanced: healthy, and every broker leads the partitions it is the first
-// replica of (the controller moves leadership back to them once they are
-// in sync again).
+// balanced: every broker registered, no partition offline, and every
+// broker leading the partitions it is the first replica of (the controller
+// moves leadership back to them once they are in sync again). An ISR may
+// be short meanwhile: a follower of a busy broker drops out and back in.
 func (s *scaleRun) balanced(ci api.ClusterInfo) bool {
-	if !s.healthy(ci) {
+	alive := 0
+	for _, b := range ci.Brokers {
+		if b.Alive {
+			alive++
+		}
+	}
+	if alive != s.o.Brokers || ci.Partitions.Offline > 0 {
 		return false
 	}
 	for _, b := range ci.Brokers {
