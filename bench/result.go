@@ -40,11 +40,15 @@ func (r *benchResult) finish() {
 	sort.Slice(r.latencies, func(i, j int) bool { return r.latencies[i] < r.latencies[j] })
 }
 
-func (r *benchResult) pct(p float64) time.Duration {
-	if len(r.latencies) == 0 {
+func (r *benchResult) pct(p float64) time.Duration { return percentile(r.latencies, p) }
+
+// percentile is the p-quantile (0 to 1) of sorted: the value p of the
+// way along it, the largest for 1; 0 for none.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
+	return sorted[min(len(sorted)-1, max(0, int(p*float64(len(sorted)))))]
 }
 
 // print writes the result as a row of the records/s table.

@@ -37,13 +37,7 @@ func appendBenchRow(path string, row benchRow) error {
 		}
 		b.WriteString(benchResultsHeader)
 	}
-	cell := func(s string) string {
-		if s == "" {
-			return "—"
-		}
-		return strings.ReplaceAll(s, "|", "/")
-	}
-	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(row.scenario), cell(row.unit), cell(row.baseline), cell(row.sluice), cell(row.ratio), cell(row.aim))
+	b.WriteString(markdownRow(row.scenario, row.unit, row.baseline, row.sluice, row.ratio, row.aim))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -53,6 +47,21 @@ func appendBenchRow(path string, row benchRow) error {
 		err = cerr
 	}
 	return err
+}
+
+// markdownRow is one row of a Markdown table: an empty cell shows "—", a
+// "|" in a cell becomes "/".
+func markdownRow(cells ...string) string {
+	var b strings.Builder
+	b.WriteString("|")
+	for _, c := range cells {
+		if c == "" {
+			c = "—"
+		}
+		b.WriteString(" " + strings.ReplaceAll(c, "|", "/") + " |")
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // ratioCell formats sluice/baseline with two decimals.

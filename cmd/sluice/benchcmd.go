@@ -13,13 +13,39 @@ import (
 	"github.com/sluice-io/sluice/bench"
 )
 
+// benchScenarios are `sluice bench`'s scenarios, as its usage lists them.
+var benchScenarios = []struct{ name, summary string }{
+	{"produce", "NDJSON produce through the gateway against a plain append-to-file server, or acks=all RF=3 against acks=1 RF=1"},
+	{"consume", "JSON or raw consume against Redis XREAD or a plain sendfile server; cold reads; consumer groups"},
+	{"e2e", "end-to-end latency from an acks=all producer to WebSocket consumers"},
+	{"push", "push subscriptions against group polls of the same records; delivery latency"},
+	{"ws", "memory and goroutines per idle WebSocket consumer"},
+	{"sink", "the exactly-once sinks (sink redis|s3) against plain writes to their stores"},
+	{"broker", "a broker's heap, RSS, goroutines and descriptors per partition and per idle connection"},
+	{"scale", "thousands of partitions on broker processes over ZooKeeper: idle cost, controlled shutdown, failover"},
+}
+
+// benchUsage is `sluice bench`'s usage: the scenarios, one line each.
+func benchUsage() string {
+	var b strings.Builder
+	b.WriteString("usage: sluice bench <scenario> [flags]\n\nscenarios:\n")
+	for _, sc := range benchScenarios {
+		fmt.Fprintf(&b, "  %-8s %s\n", sc.name, sc.summary)
+	}
+	b.WriteString("\nRun 'sluice bench <scenario> --help' for its flags.")
+	return b.String()
+}
+
 // runBench is `sluice bench`: the flags of each scenario, read into its
 // options; the scenarios themselves are package bench.
 func runBench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: sluice bench produce|consume|e2e|push|ws|sink|broker [flags]")
+		return errors.New(benchUsage())
 	}
 	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprintln(os.Stderr, benchUsage())
+		return nil
 	case "produce", "consume":
 		return benchThroughputCmd(ctx, args[0], args[1:])
 	case "e2e":
@@ -32,8 +58,10 @@ func runBench(ctx context.Context, args []string) error {
 		return benchSinkCmd(ctx, args[1:])
 	case "broker":
 		return benchBrokerCmd(ctx, args[1:])
+	case "scale":
+		return benchScaleCmd(ctx, args[1:])
 	}
-	return errors.New("usage: sluice bench produce|consume|e2e|push|ws|sink|broker [flags]")
+	return fmt.Errorf("unknown scenario %q\n%s", args[0], benchUsage())
 }
 
 // benchThroughputCmd is `sluice bench produce|consume`.
@@ -249,6 +277,28 @@ func benchBrokerCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return bench.Broker(ctx, o)
+}
+
+// benchScaleCmd is `sluice bench scale`.
+func benchScaleCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench scale", flag.ContinueOnError)
+	o := bench.DefaultScale()
+	fs.IntVar(&o.Topics, "topics", o.Topics, "topics to create, one after another")
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of each topic")
+	fs.IntVar(&o.ReplicationFactor, "rf", o.ReplicationFactor, "replication factor of each topic, 2 to --brokers")
+	fs.IntVar(&o.Brokers, "brokers", o.Brokers, "how many sluice broker processes run")
+	fs.StringVar(&o.ZK, "zk", envOr("SLUICE_TEST_ZK", ""), "ZooKeeper host:port the processes coordinate through, under a chroot of their own (env SLUICE_TEST_ZK)")
+	fs.DurationVar(&o.SessionTimeout, "session-timeout", o.SessionTimeout, "the processes' --zk-session-timeout")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "the brokers' --drain-timeout: how long a SIGTERMed broker waits for its leaderships to move")
+	fs.DurationVar(&o.IdleWindow, "idle-window", o.IdleWindow, "how long the brokers' idle CPU is measured over, once every partition has its leader and full ISR")
+	fs.IntVar(&o.ClusterCalls, "cluster-calls", o.ClusterCalls, "GET /v1/cluster calls to time, one after another")
+	fs.IntVar(&o.ProducePartitions, "produce-partitions", o.ProducePartitions, "partitions of the SIGTERMed broker that get an acks=all producer during its controlled shutdown")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long each step waits for the cluster's state before it reports that it timed out")
+	addResultsFlag(fs, &o.Results)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return bench.Scale(ctx, o)
 }
 
 // addResultsFlag registers --results into path: a Markdown file the
