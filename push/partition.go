@@ -70,8 +70,9 @@ const (
 )
 
 // partition delivers one partition the group granted this pusher. Its run
-// goroutine owns every field; sends, the fetch and dead-letter writes run
-// on goroutines it starts and waits for, which report on results.
+// goroutine owns every field; sends (on sender goroutines, up to
+// max_in_flight), the fetch and dead-letter writes run on goroutines it
+// starts and waits for, which report on results.
 type partition struct {
 	sub   *subscriptionRun
 	tp    api.TopicPartition
@@ -104,6 +105,8 @@ type partition struct {
 	keys      map[string]*keyQueue
 	meta      string // the attempts metadata, while metaStale is false
 	metaStale bool
+	sends     chan sendJob // to the senders
+	senders   int          // sender goroutines started
 }
 
 func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
@@ -112,7 +115,7 @@ func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
 		fetchPos: start.Offset, history: decodeAttempts(start.Metadata),
 		results: make(chan result, 2*n+2),
 		ready:   slotHeap{less: byOffset}, retries: slotHeap{less: byDue}, dltRetries: slotHeap{less: byDue},
-		keys: map[string]*keyQueue{}, metaStale: true}
+		keys: map[string]*keyQueue{}, metaStale: true, sends: make(chan sendJob, n)}
 }
 
 // run delivers until ctx ends or the group takes the partition away (a
@@ -407,11 +410,37 @@ func (p *partition) send(ctx context.Context, slots []*slot) {
 		recs[i] = &s.rec
 	}
 	d := &delivery{tp: p.tp, recs: recs, attempt: slots[0].attempts + 1, fence: p.fence}
+	if p.senders < p.inFlight {
+		p.startSender(ctx)
+	}
+	p.sends <- sendJob{d: d, slots: slots} // never blocks: it holds max_in_flight
+}
+
+// sendJob is one request for a sender.
+type sendJob struct {
+	d     *delivery
+	slots []*slot
+}
+
+// startSender starts one more sender goroutine: it sends the requests
+// send hands it, one at a time, until ctx ends. A partition has as many as
+// it ever had requests out at once (at most max_in_flight); they outlive
+// each request so that the HTTP client's stack is grown once, not once a
+// request.
+func (p *partition) startSender(ctx context.Context) {
+	p.senders++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		out, counts := p.sub.deliver(ctx, d)
-		p.report(result{kind: resSend, slots: slots, out: out, counts: counts})
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case j := <-p.sends:
+				out, counts := p.sub.deliver(ctx, j.d)
+				p.report(result{kind: resSend, slots: j.slots, out: out, counts: counts})
+			}
+		}
 	}()
 }
 
