@@ -19,8 +19,9 @@ const (
 	commitInterval = 200 * time.Millisecond
 	// fetchWait is a fetch's long poll at the partition's end.
 	fetchWait = 5 * time.Second
-	// windowRecords and windowBytes bound the records a partition holds
-	// fetched and not yet done.
+	// windowRecords (or two batches, if more) and windowBytes bound the
+	// records a partition holds fetched and not yet done: with two
+	// batches, the next one is fetched while one is out.
 	windowRecords = 1000
 	windowBytes   = 4 << 20
 	// dltRetry spaces dead-letter writes that failed, fetchRetry fetches.
@@ -136,7 +137,7 @@ func (p *partition) run(ctx context.Context) error {
 		// attempt count, and the commit and the wake-up read the same.
 		meta := p.metadata()
 		p.dispatch(ctx, now, meta)
-		if !p.fetching && !p.stopped && len(p.window) < windowRecords && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
+		if !p.fetching && !p.stopped && len(p.window) < max(windowRecords, 2*p.sub.cfg.Batch.MaxRecords) && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
 			p.startFetch(ctx)
 		}
 		if err := p.maybeCommit(ctx, now, meta, false); err != nil {
