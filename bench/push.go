@@ -54,9 +54,9 @@ type PushOptions struct {
 	// Connections bounds the group members of the poll baseline (at most
 	// one per partition). Default 8.
 	Connections int
-	// Targets the rounds run, in this order: poll, http, push-1 and
-	// push-<batch> for each of Batches. Default all of them. Without poll
-	// or http the ratios to them are not printed.
+	// Targets the rounds run, in this order: poll, http, http-headers,
+	// push-1 and push-<batch> for each of Batches. Default all of them.
+	// Without poll or http the ratios to them are not printed.
 	Targets []string
 	// Rounds, each running every target once. Default 3.
 	Rounds int
@@ -91,6 +91,9 @@ type pushVariant struct {
 const (
 	targetPoll = "poll"
 	targetHTTP = "http"
+	// targetHTTPHeaders is the plain POSTs with the headers a one-record
+	// push carries, set as constants: what the HTTP stack costs with them.
+	targetHTTPHeaders = "http-headers"
 )
 
 // Push is `sluice bench push`: a push subscription delivering a filled
@@ -100,7 +103,8 @@ const (
 // default) and in batches, in alternating rounds with two baselines: group
 // polls of the same records, and plain HTTP POSTs of the same records'
 // values to the same endpoint, one request in flight per partition as the
-// one-record push has (what the HTTP client and server alone allow). Then
+// one-record push has (what the HTTP client and server alone allow),
+// without and with the headers a push carries. Then
 // the delivery latency from a paced producer to the endpoint, with the
 // default settings, and to WebSocket streams of the same topic for
 // reference.
@@ -120,7 +124,7 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 		}
 		variants = append(variants, pushVariant{name: fmt.Sprintf("push-%d", b), format: api.PushFormatJSON, batch: b})
 	}
-	all := []string{targetPoll, targetHTTP}
+	all := []string{targetPoll, targetHTTP, targetHTTPHeaders}
 	for _, v := range variants {
 		all = append(all, v.name)
 	}
@@ -173,7 +177,7 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 		want += p.HighWatermark - p.LogStartOffset
 	}
 	var bodies [][]httpBody
-	if slices.Contains(targets, targetHTTP) {
+	if slices.Contains(targets, targetHTTP) || slices.Contains(targets, targetHTTPHeaders) {
 		if bodies, err = readBodies(ctx, sc, t); err != nil {
 			return err
 		}
@@ -186,9 +190,9 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 	}
 	out.printf("push: %d records of %d bytes in %d partitions (%s); the endpoint is another process on 127.0.0.1 answering 204; "+
 		"poll: %d group members (polls of up to 10,000, committing beside them); http: plain POSTs of the records' values to the endpoint, "+
-		"%d in flight (one per partition), the pushers' HTTP client; push: a subscription from earliest, ordering partition: push-1 one record a request, "+
+		"%d in flight (one per partition), the pushers' HTTP client; http-headers: the same with a one-record push's headers as constants; push: a subscription from earliest, ordering partition: push-1 one record a request, "+
 		"binary (the default), %s batches, json\n", want, o.Size, len(t.Partitions), where, members, len(t.Partitions), strings.Join(batches, ", "))
-	out.printf("%-10s %12s %10s %10s %8s %8s %6s %10s %6s %6s\n", "target", "records/s", "MB/s", "req/s", "rec/req", "start", "dup", "cpu ms/MB", "own", "ep")
+	out.printf("%-12s %12s %10s %10s %8s %8s %6s %10s %6s %6s\n", "target", "records/s", "MB/s", "req/s", "rec/req", "start", "dup", "cpu ms/MB", "own", "ep")
 	rates := map[string][]float64{}
 	for round := 0; round < o.Rounds; round++ {
 		for _, target := range targets {
@@ -208,8 +212,8 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 					return err
 				}
 				res.epCPU, res.startCell = e1-e0, "-"
-			case targetHTTP:
-				res, err = httpRound(ctx, ep, bodies, round, want)
+			case targetHTTP, targetHTTPHeaders:
+				res, err = httpRound(ctx, ep, o.Topic, bodies, round, want, target == targetHTTPHeaders)
 			default:
 				v := variants[slices.IndexFunc(variants, func(v pushVariant) bool { return v.name == target })]
 				res, err = pushRound(ctx, sc, ep, o.Topic, dlt, v, round, want)
@@ -234,7 +238,7 @@ func Push(ctx context.Context, o PushOptions) (err error) {
 // rows of the results table.
 func pushSummary(out *figures, o PushOptions, variants []pushVariant, partitions int, where string, rates map[string][]float64, lat, ws benchResult) error {
 	var meds []string
-	for _, name := range append([]string{targetPoll, targetHTTP}, func() []string {
+	for _, name := range append([]string{targetPoll, targetHTTP, targetHTTPHeaders}, func() []string {
 		var n []string
 		for _, v := range variants {
 			n = append(n, v.name)
@@ -246,18 +250,22 @@ func pushSummary(out *figures, o PushOptions, variants []pushVariant, partitions
 		}
 	}
 	out.printf("median records/s: %s\n", strings.Join(meds, ", "))
-	poll, plain := median(rates[targetPoll]), median(rates[targetHTTP])
+	poll, plain, headed := median(rates[targetPoll]), median(rates[targetHTTP]), median(rates[targetHTTPHeaders])
 	var rows []benchRow
 	if one := median(rates["push-1"]); one > 0 && plain > 0 {
 		out.printf("ratio push-1/http: %.2f (one record a request against plain POSTs of the same bodies, the same requests in flight; aim ≥ 0.7)", one/plain)
+		if headed > 0 {
+			out.printf("; push-1/http-headers %.2f, http-headers/http %.2f", one/headed, headed/plain)
+		}
 		if poll > 0 {
 			out.printf("; push-1/poll %.2f", one/poll)
 		}
 		out.printf("\n")
 		rows = append(rows, benchRow{
 			scenario: fmt.Sprintf("push to an endpoint process on loopback, one record a request (the default), %d partitions (%s)", partitions, where),
-			unit:     "records/s", baseline: fmt.Sprintf("plain POSTs of the same bodies, %d in flight: %.0f", partitions, plain), sluice: fmt.Sprintf("%.0f", one),
-			ratio: ratioCell(one, plain), aim: "≥ 0.7"})
+			unit:     "records/s", baseline: fmt.Sprintf("plain POSTs of the same bodies, %d in flight: %.0f (with a push's headers: %.0f)", partitions, plain, headed),
+			sluice: fmt.Sprintf("%.0f", one),
+			ratio:  ratioCell(one, plain), aim: "≥ 0.7"})
 	}
 	if poll > 0 {
 		var ratios []string
@@ -307,7 +315,7 @@ func printPushRow(w *figures, name string, r pushResult) {
 	if r.bytes > 0 {
 		epPerMB = float64(r.epCPU.Milliseconds()) / (float64(r.bytes) / 1e6)
 	}
-	w.printf("%-10s %12.0f %10.1f %10.0f %8.1f %8s %6d %10.2f %6.2f %6.2f\n", name, r.recordsPerSec,
+	w.printf("%-12s %12.0f %10.1f %10.0f %8.1f %8s %6d %10.2f %6.2f %6.2f\n", name, r.recordsPerSec,
 		float64(r.bytes)/r.elapsed.Seconds()/1e6, float64(r.requests)/r.elapsed.Seconds(), perReq, start, r.dups, r.cpuPerMB(), r.selfCPUPerMB(), epPerMB)
 }
 
@@ -316,7 +324,7 @@ func printPushRow(w *figures, name string, r pushResult) {
 // the endpoint process's CPU.
 type pushResult struct {
 	benchResult
-	start     time.Duration // from the create's answer to the first request
+	start     time.Duration // from the create request (the first POST) to the first request's arrival
 	startCell string        // the start column when start does not apply
 	dups      int64         // records that arrived again
 	epCPU     time.Duration // the endpoint process's CPU during the round
@@ -387,10 +395,11 @@ func pushRound(ctx context.Context, sc *client.Client, ep *pushEndpoint, topic, 
 	return countedRound(ctx, ep, name, v.batch > 1, want, func(path string) (time.Time, error) {
 		cfg := api.PushConfig{Name: name, Topics: []string{topic}, Endpoint: ep.url + path, Start: api.ResetEarliest,
 			Format: v.format, Batch: api.PushBatch{MaxRecords: v.batch}, DeadLetter: api.PushDeadLetter{Topic: dlt}}
+		began := time.Now()
 		if _, err := sc.CreatePush(ctx, cfg); err != nil {
 			return time.Time{}, fmt.Errorf("creating the push subscription: %w", err)
 		}
-		return time.Now(), nil
+		return began, nil
 	}, func(werr error) error {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
 		defer cancel()
@@ -446,8 +455,9 @@ func readBodies(ctx context.Context, sc *client.Client, t api.Topic) ([][]httpBo
 // per partition sending its records one after the other, each once the
 // last was answered (as the one-record push does), through the client the
 // pushers use; the offset and partition go in the headers the endpoint
-// counts by.
-func httpRound(ctx context.Context, ep *pushEndpoint, bodies [][]httpBody, round int, want int64) (pushResult, error) {
+// counts by. With pushHeaders each request also carries the other headers
+// of a one-record push (binary), as constants of the same length.
+func httpRound(ctx context.Context, ep *pushEndpoint, topic string, bodies [][]httpBody, round int, want int64, pushHeaders bool) (pushResult, error) {
 	hc := push.NewHTTPClient(true)
 	defer hc.CloseIdleConnections()
 	var (
@@ -461,11 +471,15 @@ func httpRound(ctx context.Context, ep *pushEndpoint, bodies [][]httpBody, round
 		began := time.Now()
 		for p, recs := range bodies {
 			part := strconv.Itoa(p)
+			var extra http.Header
+			if pushHeaders {
+				extra = pushLikeHeaders(topic, p)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for _, b := range recs {
-					err := postBody(rctx, hc, ep.url+path, part, b)
+					err := postBody(rctx, hc, ep.url+path, part, b, extra)
 					if err != nil {
 						if rctx.Err() == nil {
 							errMu.Lock()
@@ -489,11 +503,36 @@ func httpRound(ctx context.Context, ep *pushEndpoint, bodies [][]httpBody, round
 	})
 }
 
-// postBody sends one plain POST and reads its answer.
-func postBody(ctx context.Context, hc *http.Client, url, partition string, b httpBody) error {
+// pushLikeHeaders are the headers of a one-record push of topic's
+// partition p in binary mode but the two postBody sets, their values
+// constants as long as a push's.
+func pushLikeHeaders(topic string, p int) http.Header {
+	sub := "bench-push-1-1700000000000000000-0"
+	return http.Header{
+		"Webhook-Id":        {sub + "." + topic + "." + strconv.Itoa(p) + ".12345"},
+		"Webhook-Timestamp": {"1700000000"},
+		"Webhook-Signature": {"v1," + strings.Repeat("A", 43) + "="},
+		"Sluice-Topic":      {topic},
+		"Sluice-Attempt":    {"1"},
+		"Sluice-Fence":      {"1"},
+		"Ce-Specversion":    {"1.0"},
+		"Ce-Id":             {topic + "-" + strconv.Itoa(p) + "-12345"},
+		"Ce-Source":         {"sluice://sluice/topics/" + topic},
+		"Ce-Type":           {"sluice.record"},
+		"Ce-Time":           {"2026-12-02T03:04:05.678Z"},
+		"User-Agent":        {"sluice-push/1"},
+	}
+}
+
+// postBody sends one plain POST, with extra's headers too, and reads its
+// answer.
+func postBody(ctx context.Context, hc *http.Client, url, partition string, b httpBody, extra http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b.value))
 	if err != nil {
 		return err
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sluice-Partition", partition)

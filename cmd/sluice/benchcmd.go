@@ -149,7 +149,7 @@ func benchPushCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Records, "records", o.Records, "records each throughput round delivers from the topic's start")
 	fs.IntVar(&o.Size, "size", o.Size, "bytes per record value")
 	batches := fs.String("batch", formatInts(o.Batches), "batch.max_records of the batched pushes (format json), each 2 to 1000, comma-separated")
-	targets := fs.String("targets", "", "targets each round runs, comma-separated, of poll, http, push-1 and push-<batch> (default all: poll, http, push-1, then the batches)")
+	targets := fs.String("targets", "", "targets each round runs, comma-separated, of poll, http, http-headers, push-1 and push-<batch> (default all, in that order)")
 	endpoint := fs.Bool("endpoint", false, "internal: run as the endpoint process, on 127.0.0.1, until stdin ends")
 	fs.StringVar(&o.Binary, "binary", "", "the sluice binary of the endpoint process and --processes (default this one)")
 	fs.IntVar(&o.Connections, "connections", o.Connections, "group members of the poll baseline (at most one per partition)")
