@@ -37,15 +37,8 @@ func TestOffsetSet(t *testing.T) {
 		if c.distinct != st.distinct || c.dups != st.dups || c.counted != st.counted {
 			t.Fatalf("%s: distinct %d dups %d counted %d; want %d %d %d", st.name, c.distinct, c.dups, c.counted, st.distinct, st.dups, st.counted)
 		}
-		select {
-		case <-s.done:
-			if !st.done {
-				t.Fatalf("%s: done before the want-th record", st.name)
-			}
-		default:
-			if st.done {
-				t.Fatalf("%s: not done at the want-th record", st.name)
-			}
+		if done := !c.last.IsZero(); done != st.done {
+			t.Fatalf("%s: done %v (last %v), want %v", st.name, done, c.last, st.done)
 		}
 	}
 	c := s.snapshot()
@@ -58,24 +51,34 @@ func TestOffsetSet(t *testing.T) {
 	if err := s.add(t0, []pushedRecord{{0, -1, 0}}); err == nil {
 		t.Error("a negative offset was counted")
 	}
-	if err := s.wait(context.Background(), time.Minute, func() error { return nil }); err != nil {
-		t.Errorf("wait on a done set: %v", err)
+	if got, err := waitAll(context.Background(), 6, 100*time.Millisecond, time.Minute, snapOf(s, nil)); err != nil || got.distinct != 6 {
+		t.Errorf("wait on a done set: %d, %v", got.distinct, err)
 	}
 }
 
-// wait ends with the endpoint's failure, and when no record comes.
-func TestOffsetSetWait(t *testing.T) {
+// snapOf reads s, or fails with failed.
+func snapOf(s *offsetSet, failed error) func() (offsetCounts, error) {
+	return func() (offsetCounts, error) {
+		if failed != nil {
+			return offsetCounts{}, failed
+		}
+		return s.snapshot(), nil
+	}
+}
+
+// The wait ends with the endpoint's failure, and when no record comes.
+func TestWaitAll(t *testing.T) {
 	s := newOffsetSet(2)
 	failed := errors.New("a request the endpoint could not count")
-	if err := s.wait(context.Background(), time.Minute, func() error { return failed }); !errors.Is(err, failed) {
+	if _, err := waitAll(context.Background(), 2, 100*time.Millisecond, time.Minute, snapOf(s, failed)); !errors.Is(err, failed) {
 		t.Errorf("wait with a failed endpoint: %v", err)
 	}
-	if err := s.wait(context.Background(), time.Millisecond, func() error { return nil }); err == nil || !strings.Contains(err.Error(), "0 of 2 records") {
+	if _, err := waitAll(context.Background(), 2, 100*time.Millisecond, time.Millisecond, snapOf(s, nil)); err == nil || !strings.Contains(err.Error(), "0 of 2 records") {
 		t.Errorf("wait without records: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.wait(ctx, time.Minute, func() error { return nil }); !errors.Is(err, context.Canceled) {
+	if _, err := waitAll(ctx, 2, 100*time.Millisecond, time.Minute, snapOf(s, nil)); !errors.Is(err, context.Canceled) {
 		t.Errorf("wait after its context ended: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -91,29 +90,6 @@ func TestRenderGroupAnswers(t *testing.T) {
 		checkRender(t, "group poll", b, res, true)
 		checkRender(t, "group frame", renderGroupRecordsFrame(nil, res.Records, res.Cursor),
 			wsRecordsFrame{Records: res.Records, Cursor: res.Cursor}, true)
-	}
-}
-
-// Random strings (bytes of every value, runes of every plane) escape as
-// encoding/json escapes them.
-func TestAppendJSONStringRandom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 11))
-	for i := 0; i < 20000; i++ {
-		var b []byte
-		for n := rng.IntN(12); n > 0; n-- {
-			switch rng.IntN(3) {
-			case 0:
-				b = append(b, byte(rng.IntN(256)))
-			case 1:
-				b = append(b, byte(rng.IntN(128)))
-			default:
-				b = append(b, string(rune(rng.IntN(0x110000)))...)
-			}
-		}
-		want, _ := json.Marshal(string(b))
-		if got := appendJSONString(nil, string(b)); !bytes.Equal(got, want) {
-			t.Fatalf("%q:\n got %s\nwant %s", b, got, want)
-		}
 	}
 }
 

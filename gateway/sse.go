@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/api/apihttp"
+	"github.com/sluice-io/sluice/api/apijson"
 )
 
 // Server-Sent Events: a partition's or a topic's records as
@@ -190,7 +191,7 @@ func (g *Gateway) handlePartitionSSE(w http.ResponseWriter, r *http.Request) {
 		}
 		for i := range res.Records {
 			rec := api.GroupRecord{Topic: fp.topic, Partition: fp.partition, FetchedRecord: res.Records[i]}
-			s.event("", strconv.FormatInt(rec.Offset+1, 10), appendGroupRecord(nil, &rec))
+			s.event("", strconv.FormatInt(rec.Offset+1, 10), apijson.AppendGroupRecord(nil, &rec))
 		}
 		offset = res.NextOffset
 		if s.flush() != nil {
@@ -323,7 +324,7 @@ func (g *Gateway) handleTopicSSE(w http.ResponseWriter, r *http.Request) {
 			for i := range b.res.Records {
 				rec := api.GroupRecord{Topic: topic, Partition: b.p, FetchedRecord: b.res.Records[i]}
 				next[b.p].Offset = rec.Offset + 1
-				s.event("", api.Cursor{Positions: next}.Encode(), appendGroupRecord(nil, &rec))
+				s.event("", api.Cursor{Positions: next}.Encode(), apijson.AppendGroupRecord(nil, &rec))
 			}
 			if len(b.res.Records) > 0 {
 				next[b.p].Offset = max(next[b.p].Offset, b.res.NextOffset)

@@ -2,6 +2,7 @@ package push
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,36 +45,52 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// subStats is one subscription's view of the metrics.
+// subStats is one subscription's view of the metrics: its series,
+// looked up once (a request's counters are bumped without hashing labels).
 type subStats struct {
-	m    *Metrics
-	name string
+	m                                      *Metrics
+	name                                   string
+	deliveredTotal, failedTotal, deadTotal prometheus.Counter
+	backingOff                             prometheus.Gauge
+	latency                                prometheus.Observer
+	requests                               sync.Map // answer class → prometheus.Counter
 }
 
-func (m *Metrics) forSubscription(name string) *subStats { return &subStats{m: m, name: name} }
+func (m *Metrics) forSubscription(name string) *subStats {
+	return &subStats{m: m, name: name, deliveredTotal: m.delivered.WithLabelValues(name), failedTotal: m.failed.WithLabelValues(name),
+		deadTotal: m.dead.WithLabelValues(name), backingOff: m.backingOff.WithLabelValues(name), latency: m.latency.WithLabelValues(name)}
+}
 
-func (s *subStats) delivered(n int) { s.m.delivered.WithLabelValues(s.name).Add(float64(n)) }
-func (s *subStats) attemptFailed()  { s.m.failed.WithLabelValues(s.name).Inc() }
-func (s *subStats) deadLettered()   { s.m.dead.WithLabelValues(s.name).Inc() }
+func (s *subStats) delivered(n int) { s.deliveredTotal.Add(float64(n)) }
+func (s *subStats) attemptFailed()  { s.failedTotal.Inc() }
+func (s *subStats) deadLettered()   { s.deadTotal.Inc() }
 
 func (s *subStats) answered(o outcome) {
 	class := "error"
 	switch {
 	case o.status == 429 || o.status == 410:
 		class = strconv.Itoa(o.status)
+	case o.status >= 100 && o.status < 600:
+		class = statusClasses[o.status/100]
 	case o.status > 0:
 		class = strconv.Itoa(o.status/100) + "xx"
 	}
-	s.m.requests.WithLabelValues(s.name, class).Inc()
-	s.m.latency.WithLabelValues(s.name).Observe(o.took.Seconds())
+	c, ok := s.requests.Load(class)
+	if !ok {
+		c, _ = s.requests.LoadOrStore(class, s.m.requests.WithLabelValues(s.name, class))
+	}
+	c.(prometheus.Counter).Inc()
+	s.latency.Observe(o.took.Seconds())
 }
+
+var statusClasses = [...]string{1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 
 func (s *subStats) setBackingOff(on bool) {
 	v := 0.0
 	if on {
 		v = 1
 	}
-	s.m.backingOff.WithLabelValues(s.name).Set(v)
+	s.backingOff.Set(v)
 }
 
 // forget drops a deleted subscription's series.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,6 +46,9 @@ const excerptBytes = 4 << 10
 // maxAnswerBytes bounds the answer read for a batch's partial failures.
 const maxAnswerBytes = 1 << 20
 
+// excerptBufs holds *[]byte of excerptBytes, to read answers into.
+var excerptBufs = sync.Pool{New: func() any { b := make([]byte, excerptBytes); return &b }}
+
 // outcome is one request's result.
 type outcome struct {
 	verdict    verdict
@@ -64,11 +68,15 @@ func judge(resp *http.Response, err error, now time.Time, batch bool) outcome {
 		return outcome{verdict: unreachable, excerpt: truncate(err.Error())}
 	}
 	defer resp.Body.Close()
-	limit := int64(excerptBytes)
+	var body []byte
 	if batch && resp.StatusCode/100 == 2 {
-		limit = maxAnswerBytes
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	} else {
+		bp := excerptBufs.Get().(*[]byte)
+		defer excerptBufs.Put(bp)
+		n, _ := io.ReadFull(resp.Body, *bp) // a short answer ends early; any error is an answer cut short, judged by its status
+		body = (*bp)[:n]
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	o := outcome{status: resp.StatusCode, excerpt: truncate(string(body))}
 	switch s := resp.StatusCode; {
 	case s/100 == 2:

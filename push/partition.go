@@ -1,7 +1,6 @@
 package push
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -20,8 +19,9 @@ const (
 	commitInterval = 200 * time.Millisecond
 	// fetchWait is a fetch's long poll at the partition's end.
 	fetchWait = 5 * time.Second
-	// windowRecords and windowBytes bound the records a partition holds
-	// fetched and not yet done.
+	// windowRecords (or two batches, if more) and windowBytes bound the
+	// records a partition holds fetched and not yet done: with two
+	// batches, the next one is fetched while one is out.
 	windowRecords = 1000
 	windowBytes   = 4 << 20
 	// dltRetry spaces dead-letter writes that failed, fetchRetry fetches.
@@ -50,6 +50,7 @@ type slot struct {
 	state    slotState
 	due      time.Time
 	last     outcome // the last answer, for the dead-letter headers
+	seq      int64   // its place in the window: window[seq-base]
 }
 
 // result is what a partition's goroutines report to its loop.
@@ -70,8 +71,9 @@ const (
 )
 
 // partition delivers one partition the group granted this pusher. Its run
-// goroutine owns every field; sends, the fetch and dead-letter writes run
-// on goroutines it starts and waits for, which report on results.
+// goroutine owns every field; sends (on sender goroutines, up to
+// max_in_flight), the fetch and dead-letter writes run on goroutines it
+// starts and waits for, which report on results.
 type partition struct {
 	sub   *subscriptionRun
 	tp    api.TopicPartition
@@ -94,13 +96,29 @@ type partition struct {
 	stopped       bool           // the subscription was disabled: send nothing more
 	lastErr       *api.PushError // the last failed attempt or dead-letter write
 	live          livePublisher  // inFlight and lastErr as of the last turn, for the status
+
+	// What the loop keeps beside the window so that a turn costs what
+	// changed in it, not its length.
+	base       int64    // window[0]'s seq
+	ready      slotHeap // ordering key and none: pending slots that may go, by offset (entries no longer pending are skipped)
+	retries    slotHeap // waiting slots, by due
+	dltRetries slotHeap // dltWaiting slots, by due
+	// keys (ordering key) holds each key's slots not yet done, in offset
+	// order; only the first of each may go.
+	keys      map[string]*keyQueue
+	meta      string // the attempts metadata, while metaStale is false
+	metaStale bool
+	sends     chan sendJob // to the senders
+	senders   int          // sender goroutines started
 }
 
 func newPartition(sub *subscriptionRun, start Start, fence int64) *partition {
 	n := sub.cfg.MaxInFlight
 	return &partition{sub: sub, tp: start.TopicPartition, fence: fence, committed: start.Offset, committedMeta: start.Metadata,
 		fetchPos: start.Offset, history: decodeAttempts(start.Metadata),
-		results: make(chan result, 2*n+2)}
+		results: make(chan result, 2*n+2),
+		ready:   slotHeap{less: byOffset}, retries: slotHeap{less: byDue}, dltRetries: slotHeap{less: byDue},
+		keys: map[string]*keyQueue{}, metaStale: true, sends: make(chan sendJob, n)}
 }
 
 // run delivers until ctx ends or the group takes the partition away (a
@@ -121,7 +139,7 @@ func (p *partition) run(ctx context.Context) error {
 		// attempt count, and the commit and the wake-up read the same.
 		meta := p.metadata()
 		p.dispatch(ctx, now, meta)
-		if !p.fetching && !p.stopped && len(p.window) < windowRecords && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
+		if !p.fetching && !p.stopped && len(p.window) < max(windowRecords, 2*p.sub.cfg.Batch.MaxRecords) && p.windowSize < windowBytes && !now.Before(p.fetchAfter) {
 			p.startFetch(ctx)
 		}
 		if err := p.maybeCommit(ctx, now, meta, false); err != nil {
@@ -168,10 +186,11 @@ func (p *partition) nextWake(now time.Time, meta string) time.Duration {
 	if !p.fetching && p.fetchAfter.After(now) {
 		wake = p.fetchAfter
 	}
-	for _, s := range p.window {
-		if (s.state == waiting || s.state == dltWaiting) && s.due.Before(wake) {
-			wake = s.due
-		}
+	if s := p.retries.peek(); s != nil && !p.stopped && s.due.Before(wake) {
+		wake = s.due
+	}
+	if s := p.dltRetries.peek(); s != nil && s.due.Before(wake) {
+		wake = s.due
 	}
 	if p.commitPoint() != p.committed || meta != p.committedMeta {
 		if c := p.lastCommit.Add(commitInterval); c.Before(wake) {
@@ -242,13 +261,23 @@ func (p *partition) fetched(ctx context.Context, r result) {
 		if rec.Offset < p.fetchPos {
 			continue
 		}
-		s := &slot{rec: rec}
+		s := &slot{rec: rec, seq: p.base + int64(len(p.window))}
 		if h, ok := p.history[rec.Offset]; ok {
 			s.attempts, s.firstMs = h.attempts, h.firstMs
 			delete(p.history, rec.Offset)
+			p.metaStale = true
 		}
 		p.window = append(p.window, s)
 		p.windowSize += recordSize(&rec)
+		if p.sub.cfg.Ordering == api.PushOrderKey {
+			q := p.keys[string(rec.Key)]
+			if q == nil {
+				q = &keyQueue{}
+				p.keys[string(rec.Key)] = q
+			}
+			q.slots = append(q.slots, s)
+		}
+		p.pended(s)
 	}
 	if r.next > p.fetchPos {
 		p.fetchPos = r.next
@@ -266,68 +295,116 @@ func recordSize(r *recordbatch.Record) int64 {
 // dispatch starts requests for the slots that may go now, and dead-letter
 // writes for the slots that ran out of attempts.
 func (p *partition) dispatch(ctx context.Context, now time.Time, meta string) {
-	cfg := &p.sub.cfg
-	for i := 0; i < len(p.window); i++ {
-		s := p.window[i]
-		if s.state == dltWaiting && !now.Before(s.due) {
-			p.startDLT(ctx, s)
-		}
+	for s := p.dltRetries.peek(); s != nil && !now.Before(s.due); s = p.dltRetries.peek() {
+		p.dltRetries.pop()
+		p.startDLT(ctx, s)
 	}
 	if p.stopped {
 		return
 	}
 	// A retry goes out only once the attempts counted so far are
 	// committed: a new owner then continues the count.
-	attemptsCommitted := meta == p.committedMeta
-	for i := 0; i < len(p.window) && p.inFlight < cfg.MaxInFlight; i++ {
-		s := p.window[i]
-		if s.state == waiting && !now.Before(s.due) && attemptsCommitted {
+	if meta == p.committedMeta {
+		for s := p.retries.peek(); s != nil && !now.Before(s.due); s = p.retries.peek() {
+			p.retries.pop()
 			s.state = pending
+			p.pended(s)
 		}
-		if s.state != pending || !p.mayGo(i) {
-			if cfg.Ordering == api.PushOrderPartition && s.state != done {
-				return // nothing after the first record not done
-			}
+	}
+	if p.sub.cfg.Ordering == api.PushOrderPartition {
+		// Nothing after the first record not done: one request at a time,
+		// from the window's head.
+		i := 0
+		for i < len(p.window) && p.window[i].state == done {
+			i++
+		}
+		if i < len(p.window) && p.window[i].state == pending && p.inFlight < p.sub.cfg.MaxInFlight {
+			p.sendFrom(ctx, now, i)
+		}
+		return
+	}
+	for p.inFlight < p.sub.cfg.MaxInFlight {
+		s := p.ready.peek()
+		if s == nil {
+			return
+		}
+		if s.state != pending {
+			p.ready.pop() // sent, or done, since it was queued
 			continue
 		}
-		batch := []*slot{s}
-		size := recordSize(&s.rec)
-		for j := i + 1; j < len(p.window) && len(batch) < cfg.Batch.MaxRecords; j++ {
-			n := p.window[j]
-			if n.state != pending || size+recordSize(&n.rec) > cfg.Batch.MaxBytes {
-				break
-			}
-			batch = append(batch, n)
-			size += recordSize(&n.rec)
+		if !p.sendFrom(ctx, now, int(s.seq-p.base)) {
+			return
 		}
-		if len(batch) < cfg.Batch.MaxRecords && cfg.Batch.MaxWaitMs > 0 && p.fetching &&
-			now.Sub(time.UnixMilli(s.rec.Timestamp)) < time.Duration(cfg.Batch.MaxWaitMs)*time.Millisecond {
-			return // wait for the batch to fill (the fetch's arrival wakes the loop)
-		}
-		p.send(ctx, batch)
-		i += len(batch) - 1
+		p.ready.pop()
 	}
 }
 
-// mayGo applies the ordering to the pending slot at i.
-func (p *partition) mayGo(i int) bool {
-	switch p.sub.cfg.Ordering {
-	case api.PushOrderPartition:
-		for _, s := range p.window[:i] {
-			if s.state != done {
-				return false
-			}
+// sendFrom sends the pending slot at i with the pending slots right after
+// it, up to a batch; false when the batch is to wait for more records.
+func (p *partition) sendFrom(ctx context.Context, now time.Time, i int) bool {
+	cfg := &p.sub.cfg
+	s := p.window[i]
+	batch := []*slot{s}
+	size := recordSize(&s.rec)
+	for j := i + 1; j < len(p.window) && len(batch) < cfg.Batch.MaxRecords; j++ {
+		n := p.window[j]
+		if n.state != pending || size+recordSize(&n.rec) > cfg.Batch.MaxBytes {
+			break
 		}
-	case api.PushOrderKey:
-		key := p.window[i].rec.Key
-		for _, s := range p.window[:i] {
-			if s.state != done && bytes.Equal(s.rec.Key, key) {
-				return false
-			}
-		}
+		batch = append(batch, n)
+		size += recordSize(&n.rec)
 	}
+	if len(batch) < cfg.Batch.MaxRecords && cfg.Batch.MaxWaitMs > 0 && p.fetching &&
+		now.Sub(time.UnixMilli(s.rec.Timestamp)) < time.Duration(cfg.Batch.MaxWaitMs)*time.Millisecond {
+		return false // wait for the batch to fill (the fetch's arrival wakes the loop)
+	}
+	p.send(ctx, batch)
 	return true
 }
+
+// pended takes note that s became pending: with ordering key or none it
+// joins the ready slots if nothing before it holds it back.
+func (p *partition) pended(s *slot) {
+	switch p.sub.cfg.Ordering {
+	case api.PushOrderPartition:
+		return // the head is all dispatch looks at
+	case api.PushOrderKey:
+		if q := p.keys[string(s.rec.Key)]; q == nil || q.slots[0] != s {
+			return // an earlier record of its key is not done: that one's done brings it in
+		}
+	}
+	p.ready.push(s)
+}
+
+// finished takes note that s is done: the next record of its key (ordering
+// key) may go.
+func (p *partition) finished(s *slot) {
+	if s.attempts > 0 {
+		p.metaStale = true
+	}
+	if p.sub.cfg.Ordering != api.PushOrderKey {
+		return
+	}
+	k := string(s.rec.Key)
+	q := p.keys[k]
+	if q == nil {
+		return
+	}
+	for len(q.slots) > 0 && q.slots[0].state == done {
+		q.slots[0] = nil
+		q.slots = q.slots[1:]
+	}
+	if len(q.slots) == 0 {
+		delete(p.keys, k)
+		return
+	}
+	if q.slots[0].state == pending {
+		p.ready.push(q.slots[0])
+	}
+}
+
+// keyQueue is one key's slots not yet done (ordering key).
+type keyQueue struct{ slots []*slot }
 
 func (p *partition) send(ctx context.Context, slots []*slot) {
 	for _, s := range slots {
@@ -339,11 +416,37 @@ func (p *partition) send(ctx context.Context, slots []*slot) {
 		recs[i] = &s.rec
 	}
 	d := &delivery{tp: p.tp, recs: recs, attempt: slots[0].attempts + 1, fence: p.fence}
+	if p.senders < p.inFlight {
+		p.startSender(ctx)
+	}
+	p.sends <- sendJob{d: d, slots: slots} // never blocks: it holds max_in_flight
+}
+
+// sendJob is one request for a sender.
+type sendJob struct {
+	d     *delivery
+	slots []*slot
+}
+
+// startSender starts one more sender goroutine: it sends the requests
+// send hands it, one at a time, until ctx ends. A partition has as many as
+// it ever had requests out at once (at most max_in_flight); they outlive
+// each request so that the HTTP client's stack is grown once, not once a
+// request.
+func (p *partition) startSender(ctx context.Context) {
+	p.senders++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		out, counts := p.sub.deliver(ctx, d)
-		p.report(result{kind: resSend, slots: slots, out: out, counts: counts})
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case j := <-p.sends:
+				out, counts := p.sub.deliver(ctx, j.d)
+				p.report(result{kind: resSend, slots: j.slots, out: out, counts: counts})
+			}
+		}
 	}()
 }
 
@@ -370,16 +473,20 @@ func (p *partition) answered(r result) {
 		switch {
 		case verdict == delivered:
 			s.state = done
+			p.finished(s)
 			continue
 		case verdict == gone:
 			s.state = pending
+			p.pended(s)
 			p.sub.disable("the endpoint answered 410 Gone")
 			continue
 		case !counts:
 			s.state = pending // the gate holds the next request back
+			p.pended(s)
 			continue
 		}
 		s.attempts++
+		p.metaStale = true
 		if s.firstMs == 0 {
 			s.firstMs = now.UnixMilli()
 		}
@@ -391,6 +498,7 @@ func (p *partition) answered(r result) {
 		}
 		s.state = waiting
 		s.due = now.Add(retryBackoff(time.Duration(cfg.Retry.MinBackoffMs)*time.Millisecond, time.Duration(cfg.Retry.MaxBackoffMs)*time.Millisecond, s.attempts))
+		p.retries.push(s)
 	}
 	p.trim()
 }
@@ -419,9 +527,11 @@ func (p *partition) deadLettered(r result) {
 			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", s.rec.Offset, "dead_letter", p.sub.cfg.DeadLetter.Topic, "err", r.err)
 		s.state, s.due = dltWaiting, time.Now().Add(dltRetry)
 		p.lastErr = newPushError(s.rec.Offset, s.attempts, outcome{excerpt: "the dead-letter write failed: " + r.err.Error()}, time.Now())
+		p.dltRetries.push(s)
 		return
 	}
 	s.state = done
+	p.finished(s)
 	p.sub.stats.deadLettered()
 	p.sub.dlog.record(p.sub.cfg.Name, p.tp, s.rec.Offset, s.attempts, s.last, api.DeliveryDead)
 	p.trim()
@@ -448,11 +558,13 @@ func (p *partition) trim() {
 	n := 0
 	for n < len(p.window) && p.window[n].state == done {
 		p.windowSize -= recordSize(&p.window[n].rec)
+		p.window[n] = nil // the array outlives the slot until an append reallocates it
 		n++
 	}
 	if n > 0 {
 		p.sub.stats.delivered(n)
 		p.window = p.window[n:] // appends reallocate as the window refills
+		p.base += int64(n)
 	}
 }
 
@@ -465,8 +577,17 @@ func (p *partition) commitPoint() int64 {
 	return p.fetchPos
 }
 
-// metadata is the attempts counted against the records not yet done.
+// metadata is the attempts counted against the records not yet done. It
+// is worked out again only after an attempt count or the set of records
+// with one changed.
 func (p *partition) metadata() string {
+	if p.metaStale {
+		p.meta, p.metaStale = p.attemptsMetadata(), false
+	}
+	return p.meta
+}
+
+func (p *partition) attemptsMetadata() string {
 	m := map[int64]attemptState{}
 	for _, s := range p.window {
 		if s.state != done && s.attempts > 0 {
@@ -507,4 +628,55 @@ func (p *partition) maybeCommit(ctx context.Context, now time.Time, meta string,
 		p.sub.log.Warn("a push commit failed; it is retried", "subscription", p.sub.cfg.Name, "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
 	}
 	return nil
+}
+
+// slotHeap is a binary min-heap of slots under less.
+type slotHeap struct {
+	s    []*slot
+	less func(a, b *slot) bool
+}
+
+func byOffset(a, b *slot) bool { return a.rec.Offset < b.rec.Offset }
+func byDue(a, b *slot) bool    { return a.due.Before(b.due) }
+
+// peek is the least slot, or nil.
+func (h *slotHeap) peek() *slot {
+	if len(h.s) == 0 {
+		return nil
+	}
+	return h.s[0]
+}
+
+func (h *slotHeap) push(x *slot) {
+	h.s = append(h.s, x)
+	for i := len(h.s) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h.less(h.s[i], h.s[up]) {
+			break
+		}
+		h.s[i], h.s[up] = h.s[up], h.s[i]
+		i = up
+	}
+}
+
+// pop removes the least slot.
+func (h *slotHeap) pop() {
+	n := len(h.s) - 1
+	h.s[0] = h.s[n]
+	h.s[n] = nil
+	h.s = h.s[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && h.less(h.s[l], h.s[least]) {
+			least = l
+		}
+		if r := l + 1; r < n && h.less(h.s[r], h.s[least]) {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h.s[i], h.s[least] = h.s[least], h.s[i]
+		i = least
+	}
 }

@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"hash"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,10 +45,18 @@ func secretKey(secret string) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(raw)
 }
 
-// signer signs with the secrets that are current at a time.
+// signer signs with the secrets that are current at a time. Its methods
+// may run on many goroutines at once.
 type signer struct {
-	keys   [][]byte
+	keys   []signKey
 	untils []int64 // unix ms; 0: no end
+}
+
+// signKey is one secret's HMAC key, with keyed HMACs to reuse (Reset
+// brings one back to its keyed state without hashing the key again).
+type signKey struct {
+	key  []byte
+	macs *sync.Pool // hash.Hash
 }
 
 func newSigner(secrets []Secret) (*signer, error) {
@@ -55,7 +66,7 @@ func newSigner(secrets []Secret) (*signer, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.keys = append(s.keys, k)
+		s.keys = append(s.keys, signKey{key: k, macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}})
 		s.untils = append(s.untils, sec.UntilMs)
 	}
 	return s, nil
@@ -63,25 +74,34 @@ func newSigner(secrets []Secret) (*signer, error) {
 
 // sign returns the webhook-signature value for a delivery sent at now.
 func (s *signer) sign(id string, now time.Time, body []byte) string {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	var sb strings.Builder
+	return s.signAt(id, strconv.FormatInt(now.Unix(), 10), now, body)
+}
+
+// signAt is sign with ts, now's webhook-timestamp, already written.
+func (s *signer) signAt(id, ts string, now time.Time, body []byte) string {
+	var out [2 * (3 + 44 + 1)]byte // room for two signatures
+	sig := out[:0]
+	var sum [sha256.Size]byte
 	for i, k := range s.keys {
 		if u := s.untils[i]; u != 0 && now.UnixMilli() >= u {
 			continue
 		}
-		mac := hmac.New(sha256.New, k)
-		mac.Write([]byte(id))
+		mac := k.macs.Get().(hash.Hash)
+		mac.Reset()
+		_, _ = io.WriteString(mac, id) // a hash's Write never fails
 		mac.Write([]byte{'.'})
-		mac.Write([]byte(ts))
+		_, _ = io.WriteString(mac, ts)
 		mac.Write([]byte{'.'})
 		mac.Write(body)
-		if sb.Len() > 0 {
-			sb.WriteByte(' ')
+		d := mac.Sum(sum[:0])
+		k.macs.Put(mac)
+		if len(sig) > 0 {
+			sig = append(sig, ' ')
 		}
-		sb.WriteString("v1,")
-		sb.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		sig = append(sig, "v1,"...)
+		sig = base64.StdEncoding.AppendEncode(sig, d)
 	}
-	return sb.String()
+	return string(sig)
 }
 
 // Rotate puts a new current secret first and gives the others until

@@ -39,7 +39,7 @@ SLUICE_S3_SECRET_KEY=$SLUICE_TEST_S3_SECRET_KEY "$SLUICE" bench consume --cold -
 step 'consume through a consumer group (cursors, commits beside the polls) vs plain partition fetches, RF=3'
 "$SLUICE" bench consume --group --brokers 3 --replication-factor 3 --records 200000 --rounds 5 --results "$RESULTS"
 
-step 'push subscriptions to an endpoint in the bench process (one record a request, and batches) vs group polls of the same records; delivery latency at 1,000 records/s'
+step 'push subscriptions to an endpoint process (one record a request vs plain POSTs of the same bodies; batches of 100, 500, 1,000 vs group polls of the same records); delivery latency at 1,000 records/s'
 "$SLUICE" bench push --results "$RESULTS"
 
 step 'sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 vs plain PUTs of the same objects'

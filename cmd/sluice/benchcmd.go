@@ -176,19 +176,32 @@ func benchPushCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the created topics")
 	fs.IntVar(&o.Records, "records", o.Records, "records each throughput round delivers from the topic's start")
 	fs.IntVar(&o.Size, "size", o.Size, "bytes per record value")
-	fs.IntVar(&o.Batch, "batch", o.Batch, "batch.max_records of the batched push (format json), 2 to 1000")
+	batches := fs.String("batch", formatInts(o.Batches), "batch.max_records of the batched pushes (format json), each 2 to 1000, comma-separated")
+	targets := fs.String("targets", "", "targets each round runs, comma-separated, of poll, http, http-headers, push-1 and push-<batch> (default all, in that order)")
+	endpoint := fs.Bool("endpoint", false, "internal: run as the endpoint process, on 127.0.0.1, until stdin ends")
+	fs.StringVar(&o.Binary, "binary", "", "the sluice binary of the endpoint process and --processes (default this one)")
 	fs.IntVar(&o.Connections, "connections", o.Connections, "group members of the poll baseline (at most one per partition)")
-	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds, each running the poll baseline, the one-record push and the batched push")
-	fs.Float64Var(&o.Rate, "rate", o.Rate, "records per second of the latency run")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds, each running every target once")
+	fs.Float64Var(&o.Rate, "rate", o.Rate, "records per second of the latency run (0: no latency run)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the latency run produces (after a one-second warm-up)")
 	fs.StringVar(&o.Acks, "acks", o.Acks, "acks of the latency run's produce requests: 0, 1 or all")
 	fs.BoolVar(&o.Processes, "processes", false, "run the cluster as processes of this binary (`sluice broker` and `sluice gateway --push-allow-private`) coordinated through the ZooKeeper at --zk")
 	fs.StringVar(&o.ZK, "zk", envOr("SLUICE_TEST_ZK", ""), "--processes: ZooKeeper host:port (env SLUICE_TEST_ZK)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (endpoint, poller, producer and, without --url or --processes, the cluster and its pushers) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (poller, plain POSTs, producer and, without --url or --processes, the cluster and its pushers; not the endpoint process) to this file")
 	mutexProfile := fs.String("mutexprofile", "", "write a profile of mutex contention in this process to this file")
 	addResultsFlag(fs, &o.Results)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *endpoint {
+		return bench.PushEndpoint(os.Stdin, os.Stdout)
+	}
+	var err error
+	if o.Batches, err = parseInts(*batches); err != nil {
+		return fmt.Errorf("--batch: %w", err)
+	}
+	if *targets != "" {
+		o.Targets = strings.Split(*targets, ",")
 	}
 	stop, err := bench.Profile(*cpuProfile, *mutexProfile)
 	defer stop()
@@ -196,6 +209,31 @@ func benchPushCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return bench.Push(ctx, o)
+}
+
+// formatInts writes v comma-separated.
+func formatInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseInts reads comma-separated integers.
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // formatRates writes rates as --rates takes them.
