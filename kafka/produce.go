@@ -84,8 +84,8 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 				refuse(out, topicErr, topicMsg)
 				continue
 			}
-			if msg, ok := oneBatch(rp.Records); !ok {
-				refuse(out, kerr.InvalidRecord.Code, msg)
+			if code, msg := checkRecords(rp.Records); code != 0 {
+				refuse(out, code, msg)
 				continue
 			}
 			jobs = append(jobs, job{name, rp, out})
@@ -141,17 +141,28 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	return resp, nil
 }
 
-// oneBatch checks that records hold exactly one record batch, as Kafka
-// wants from produce v3 on: its length field must cover the rest. The
-// batch itself is checked by the log.
-func oneBatch(records []byte) (string, bool) {
-	if len(records) < batchOverhead {
-		return fmt.Sprintf("records of %d bytes hold no record batch", len(records)), false
+// magicOffset is where a batch's magic byte sits, in RecordBatch v2 and in
+// the v0 and v1 message sets alike: after the offset (8), the length (4)
+// and the partition leader epoch or the CRC (4).
+const magicOffset = 16
+
+// checkRecords checks that records hold exactly one RecordBatch v2, as
+// Kafka wants from produce v3 on: magic 2, and a length field that covers
+// the rest. The batch itself is checked by the log. A v0 or v1 message
+// set is UNSUPPORTED_FOR_MESSAGE_FORMAT: librdkafka sends those, even in
+// produce v7, to a broker whose ApiVersions does not list Fetch v4 (it
+// takes message format v2 to need both Produce v3 and Fetch v4).
+func checkRecords(records []byte) (code int16, msg string) {
+	if len(records) <= magicOffset {
+		return kerr.InvalidRecord.Code, fmt.Sprintf("records of %d bytes hold no record batch", len(records))
+	}
+	if magic := records[magicOffset]; magic != 2 {
+		return kerr.UnsupportedForMessageFormat.Code, fmt.Sprintf("a message set of format v%d; this broker takes RecordBatch v2 (magic 2) only", magic)
 	}
 	if n := int64(int32(binary.BigEndian.Uint32(records[8:]))); n != int64(len(records)-batchOverhead) {
-		return fmt.Sprintf("records of %d bytes are not one record batch (its length says %d)", len(records), n+batchOverhead), false
+		return kerr.InvalidRecord.Code, fmt.Sprintf("records of %d bytes are not one record batch (its length says %d)", len(records), n+batchOverhead)
 	}
-	return "", true
+	return 0, ""
 }
 
 // pointToLeader adds, to a NOT_LEADER_OR_FOLLOWER answer, the partition's

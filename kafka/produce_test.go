@@ -17,6 +17,7 @@ func fakeBatch(n int) []byte {
 	b := bytes.Repeat([]byte{7}, n)
 	binary.BigEndian.PutUint64(b, 0)
 	binary.BigEndian.PutUint32(b[8:], uint32(n-batchOverhead))
+	b[magicOffset] = 2
 	return b
 }
 
@@ -76,6 +77,8 @@ func TestProduceRefusals(t *testing.T) {
 	_, addr := startServer(t, be, Options{})
 	c := dial(t, addr)
 	two := append(fakeBatch(61), fakeBatch(61)...)
+	v0 := fakeBatch(61)
+	v0[magicOffset] = 0
 	unknownID := produceReq(13, 1, "orders", 0, fakeBatch(61))
 	unknownID.Topics[0].TopicID = [16]byte{9}
 	for _, tt := range []struct {
@@ -88,6 +91,7 @@ func TestProduceRefusals(t *testing.T) {
 		{"acks=2", produceReq(7, 2, "orders", 0, fakeBatch(61)), kerr.InvalidRequiredAcks.Code},
 		{"two batches", produceReq(7, 1, "orders", 0, two), kerr.InvalidRecord.Code},
 		{"no batch", produceReq(7, 1, "orders", 0, []byte{1, 2, 3}), kerr.InvalidRecord.Code},
+		{"message format v0", produceReq(7, 1, "orders", 0, v0), kerr.UnsupportedForMessageFormat.Code},
 		{"unknown topic ID", unknownID, kerr.UnknownTopicID.Code},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/internal/gogroup"
 )
 
@@ -54,13 +55,14 @@ type Limits struct {
 	WriteTimeout time.Duration
 }
 
-// Defaults of Limits.
+// Defaults of Limits; those an operator sets are rows of the limits
+// table (api/limits.go).
 const (
-	DefaultMaxRequestBytes           = 100 << 20
-	DefaultMaxRequestBytesBeforeAuth = 512 << 10
-	DefaultMaxConnections            = 10_000
-	DefaultMaxConnectionsPerIP       = 1_000
-	DefaultIdleTimeout               = 10 * time.Minute
+	DefaultMaxRequestBytes           = api.DefaultKafkaMaxRequestBytes
+	DefaultMaxRequestBytesBeforeAuth = api.DefaultKafkaMaxRequestBeforeAuth
+	DefaultMaxConnections            = api.DefaultKafkaMaxConnections
+	DefaultMaxConnectionsPerIP       = api.DefaultKafkaMaxConnectionsPerIP
+	DefaultIdleTimeout               = api.DefaultKafkaIdleTimeoutMs * time.Millisecond
 	DefaultReadTimeout               = 2 * time.Minute
 	DefaultWriteTimeout              = 30 * time.Second
 )
