@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
+	"github.com/sluice-io/sluice/internal/testwait"
 	"github.com/sluice-io/sluice/recordbatch"
 )
 
@@ -336,13 +337,9 @@ func TestKafkaProduceTopicLimits(t *testing.T) {
 		follower = strict.Replicas[1]
 	}
 	cl.StopBroker(int(follower))
-	deadline := time.Now().Add(30 * time.Second)
-	for len(topicMetadata(t, ctx, kc, "strict").Partitions[0].ISR) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the ISR did not shrink in 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the ISR to shrink to the leader", func() bool {
+		return len(topicMetadata(t, ctx, kc, "strict").Partitions[0].ISR) == 1
+	})
 	if got := produceRaw(t, ctx, kc, leader, "strict", 0, batch(10)); got.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=all with 1 of min.insync.replicas 2: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
@@ -400,5 +397,55 @@ func TestKafkaListOffsets(t *testing.T) {
 	off, err := hc.OffsetForTime(ctx, "orders", 0, start.Add(4500*time.Millisecond))
 	if err != nil || off.Offset != 5 {
 		t.Fatalf("HTTP: %+v %v", off, err)
+	}
+}
+
+// franz-go's compressed batches are stored as compressed, with each codec,
+// and read back over HTTP as produced.
+func TestKgoProduceCodecs(t *testing.T) {
+	codecs := map[string]kgo.CompressionCodec{
+		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	var topics []api.CreateTopicRequest
+	for name := range codecs {
+		topics = append(topics, api.CreateTopicRequest{Name: "codec-" + name, Partitions: 1, ReplicationFactor: 3})
+	}
+	cl, hc := kafkaCluster(t, topics...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for name, codec := range codecs {
+		t.Run(name, func(t *testing.T) {
+			kc := newKgo(t, cl, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(codec))
+			var recs []*kgo.Record
+			for i := range 50 {
+				recs = append(recs, &kgo.Record{Topic: "codec-" + name, Key: []byte(strconv.Itoa(i)), Value: bytes.Repeat([]byte(name), 20+i)})
+			}
+			if err := kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := hc.FetchBatches(ctx, "codec-"+name, 0, client.Earliest, client.FetchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = recordbatch.Scan(b.Data, true, func(h recordbatch.Header, _ []byte) error {
+				if c := h.Compression().String(); c != name {
+					return fmt.Errorf("batch at %d stored %s, produced %s", h.BaseOffset, c, name)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Records(0)
+			if err != nil || len(got) != len(recs) {
+				t.Fatalf("%d records, %v", len(got), err)
+			}
+			for i, r := range got {
+				if !bytes.Equal(r.Key, recs[i].Key) || !bytes.Equal(r.Value, recs[i].Value) {
+					t.Fatalf("record %d: %q=%q", i, r.Key, r.Value)
+				}
+			}
+		})
 	}
 }

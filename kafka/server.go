@@ -296,7 +296,7 @@ func (s *Server) Stats() Stats {
 // be answered for up to ShutdownTimeout (each of those connections closes
 // after its answer); then end the requests' context and close what is left;
 // wait for every connection's goroutine. It may be called more than once.
-func (s *Server) Close() error {
+func (s *Server) Close() {
 	s.mu.Lock()
 	s.closing = true
 	for ln := range s.listeners {
@@ -325,5 +325,4 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.conngs.Close()
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/testwait"
 )
 
 func apiVersionsV3() *kmsg.ApiVersionsRequest {
@@ -142,7 +143,7 @@ func TestConnectionLimits(t *testing.T) {
 	}
 	a.roundTrip(apiVersionsV3())
 	a.nc.Close()
-	waitFor(t, func() bool { return s.Stats().Connections == 1 })
+	testwait.For(t, 5*time.Second, "the closed connection to be forgotten", func() bool { return s.Stats().Connections == 1 })
 	dial(t, addr).roundTrip(apiVersionsV3())
 }
 
@@ -252,15 +253,3 @@ var errTest = errString("not an api error")
 type errString string
 
 func (e errString) Error() string { return string(e) }
-
-// waitFor polls cond until it holds, for at most 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
