@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
@@ -168,4 +170,28 @@ func epochAt(lineage []commitlog.EpochEntry, off int64) int32 {
 func (k kafkaBackend) InitProducerID(ctx context.Context) (int64, int16, error) {
 	id, err := cluster.NewProducerID(ctx, k.b.opts.Coord, "")
 	return id, 0, err
+}
+
+var (
+	descKafkaConns = prometheus.NewDesc("sluice_broker_kafka_connections",
+		"Open connections of the Kafka listener.", nil, nil)
+	descKafkaRefused = prometheus.NewDesc("sluice_broker_kafka_connections_refused_total",
+		"Kafka connections closed at once by max.connections or max.connections.per.ip.", nil, nil)
+)
+
+// kafkaCollector exports the Kafka listener's counters, when it runs.
+type kafkaCollector struct{ b *Broker }
+
+func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descKafkaConns
+	ch <- descKafkaRefused
+}
+
+func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.b.kafka.srv == nil {
+		return
+	}
+	st := c.b.kafka.srv.Stats()
+	ch <- prometheus.MustNewConstMetric(descKafkaConns, prometheus.GaugeValue, float64(st.Connections))
+	ch <- prometheus.MustNewConstMetric(descKafkaRefused, prometheus.CounterValue, float64(st.Refused))
 }

@@ -3,9 +3,13 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +112,28 @@ func TestKgoMetadata(t *testing.T) {
 			t.Fatalf("partition %d: Kafka %+v, HTTP %+v", i, p, hp)
 		}
 	}
+
+	// The broker's metrics count the connection franz-go holds.
+	testwait.Check(t, 10*time.Second, "sluice_broker_kafka_connections on a broker", func() error {
+		for _, b := range cl.Brokers {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr()+"/metrics", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(body), "\n") {
+				if n, ok := strings.CutPrefix(line, "sluice_broker_kafka_connections "); ok && n != "0" {
+					return nil
+				}
+			}
+		}
+		return errors.New("no broker counts an open Kafka connection")
+	})
 
 	// The unknown topic is not created by asking.
 	rt.Topic = kmsg.StringPtr("never-created")
