@@ -3,9 +3,11 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
@@ -473,5 +476,58 @@ func TestKgoProduceCodecs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A broker that checks ACLs serves a Kafka connection nothing but
+// ApiVersions, since no Kafka authentication is served yet: Metadata
+// closes the connection.
+func TestKafkaBeforeAuthenticationOnlyApiVersions(t *testing.T) {
+	cl := embedtest.Start(t, embedtest.Options{Kafka: true, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
+		BrokerAuth: broker.AuthOptions{Required: true}})
+	nc, err := net.Dial("tcp", cl.Brokers[0].KafkaAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	send := func(req kmsg.Request, corr int32) {
+		b := binary.BigEndian.AppendUint32(nil, 0)
+		b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+		b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+		b = binary.BigEndian.AppendUint32(b, uint32(corr))
+		b = binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+		b = req.AppendTo(b)
+		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+		if _, err := nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() ([]byte, error) {
+		var size [4]byte
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			return nil, err
+		}
+		b := make([]byte, binary.BigEndian.Uint32(size[:]))
+		_, err := io.ReadFull(nc, b)
+		return b, err
+	}
+	av := kmsg.NewPtrApiVersionsRequest() // v0: no flexible header
+	send(av, 1)
+	b, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if err := resp.ReadFrom(b[4:]); err != nil || resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+		t.Fatalf("ApiVersions before authentication: %+v %v", resp, err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 4
+	send(md, 2)
+	if b, err := read(); err == nil {
+		t.Fatalf("Metadata before authentication answered (%d bytes)", len(b))
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the connection stayed open")
 	}
 }
