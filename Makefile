@@ -27,7 +27,7 @@ build:
 
 # SLUICE_ADDR and SLUICE_DATA, when set, reach the binary through the environment.
 run: build
-	./bin/sluice dev
+	./bin/sluice dev --kafka-addr 127.0.0.1:9092
 
 # make test: the full lane (what CI runs). Every test runs against the real
 # services; none may skip. The events go to TEST_JSON; the output is what

@@ -8,6 +8,9 @@ type BrokerRegistration struct {
 	ID      int32  `json:"id"`
 	Address string `json:"address"` // host:port of the broker's internal HTTP API, https://host:port with TLS
 	Rack    string `json:"rack,omitempty"`
+	// KafkaAddress is the host:port Kafka clients reach the broker's Kafka
+	// listener at; empty when the broker serves no Kafka protocol.
+	KafkaAddress string `json:"kafka_address,omitempty"`
 	// ShuttingDown is set while the broker hands its leaderships to other
 	// replicas before it stops (a controlled shutdown): the controller moves
 	// them away and elects no new leader on it, while it stays in the ISRs.

@@ -23,6 +23,13 @@ const (
 	LimitWSMaxConnectionsPerIP  = "gateway.ws.max.connections.per.ip"
 	LimitMaxPartitionsPerBroker = "max.partitions.per.broker"
 	LimitMaxGroupsPerCoord      = "max.groups.per.coordinator"
+
+	// The broker's Kafka listener (package kafka), by Kafka's own names.
+	LimitKafkaMaxRequestBytes      = "socket.request.max.bytes"
+	LimitKafkaMaxRequestBeforeAuth = "sasl.server.max.receive.size"
+	LimitKafkaMaxConnections       = "max.connections"
+	LimitKafkaMaxConnectionsPerIP  = "max.connections.per.ip"
+	LimitKafkaIdleTimeoutMs        = "connections.max.idle.ms"
 )
 
 // Scopes of a limit.
@@ -94,6 +101,21 @@ const (
 	// is refused with TOO_MANY_GROUPS (409); deleting groups makes room.
 	// With 50 offsets partitions the cluster holds 500,000 groups.
 	DefaultMaxGroupsPerCoordinator = 10_000
+	// DefaultKafkaMaxRequestBytes bounds one Kafka request frame, checked
+	// against its size prefix before anything is allocated for it; a larger
+	// one closes the connection (Kafka's default).
+	DefaultKafkaMaxRequestBytes = 100 << 20
+	// DefaultKafkaMaxRequestBeforeAuth bounds a frame from a Kafka
+	// connection that has not authenticated yet (Kafka's default).
+	DefaultKafkaMaxRequestBeforeAuth = 512 << 10
+	// DefaultKafkaMaxConnections bounds the open connections of a broker's
+	// Kafka listener; past it a new one is closed at once.
+	DefaultKafkaMaxConnections = 10_000
+	// DefaultKafkaMaxConnectionsPerIP bounds them per client IP address.
+	DefaultKafkaMaxConnectionsPerIP = 1_000
+	// DefaultKafkaIdleTimeoutMs closes a Kafka connection that sends no
+	// request for this long (Kafka's default, 10 minutes).
+	DefaultKafkaIdleTimeoutMs = 600_000
 	// DefaultTimestampAfterMaxMs is how far ahead of the gateway's clock a
 	// record's timestamp may be (Kafka 4's default for
 	// message.timestamp.after.max.ms, one hour); later is INVALID_TIMESTAMP.
@@ -143,6 +165,16 @@ func Limits() []Limit {
 			"partition replicas one broker may hold; a topic creation that would place more on any broker is refused"},
 		{LimitMaxGroupsPerCoord, LimitScopeBroker, DefaultMaxGroupsPerCoordinator, "groups", CodeTooManyGroups,
 			"consumer groups (with members or committed offsets) one group coordinator, a __consumer_offsets partition, may hold; a join or offset reset that would create one more is refused"},
+		{LimitKafkaMaxRequestBytes, LimitScopeBroker, DefaultKafkaMaxRequestBytes, "bytes", "",
+			"the largest Kafka request frame, checked against its size prefix before anything is allocated; a larger one closes the connection"},
+		{LimitKafkaMaxRequestBeforeAuth, LimitScopeBroker, DefaultKafkaMaxRequestBeforeAuth, "bytes", "",
+			"the largest Kafka request frame before the connection authenticated; a larger one closes the connection"},
+		{LimitKafkaMaxConnections, LimitScopeBroker, DefaultKafkaMaxConnections, "connections", "",
+			"open connections of a broker's Kafka listener; past it a new connection is closed at once"},
+		{LimitKafkaMaxConnectionsPerIP, LimitScopeBroker, DefaultKafkaMaxConnectionsPerIP, "connections", "",
+			"open Kafka connections of one client IP address (the TCP peer's); past it a new one is closed at once"},
+		{LimitKafkaIdleTimeoutMs, LimitScopeBroker, DefaultKafkaIdleTimeoutMs, "ms", "",
+			"a Kafka connection that sends no request for this long is closed"},
 		{ConfigMaxMessageBytes, LimitScopeTopic, DefaultMaxMessageBytes, "bytes", CodeRecordTooLarge,
 			"the largest record: key, value and headers"},
 		{ConfigTimestampAfterMaxMs, LimitScopeTopic, DefaultTimestampAfterMaxMs, "ms", CodeInvalidTimestamp,

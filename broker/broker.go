@@ -127,6 +127,8 @@ type Options struct {
 	// Auth checks the ACLs again for the principal a gateway names (see
 	// AuthOptions). Default: off.
 	Auth AuthOptions
+	// Kafka serves Kafka's wire protocol (see KafkaOptions). Default: off.
+	Kafka KafkaOptions
 	// Logger default slog.Default().
 	Logger *slog.Logger
 }
@@ -202,6 +204,7 @@ type Broker struct {
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
 	traffic traffic          // produce and consumer-fetch counters (stats route, metrics)
 	quotas  brokerQuotas     // client quotas: the watched config and its buckets
+	kafka   kafkaListener    // the Kafka protocol listener (kafkabackend.go); zero when off
 
 	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
 	authRefused authRefusals
@@ -263,6 +266,11 @@ func New(opts Options) (*Broker, error) {
 	}
 	if b.opts.AdvertisedAddr == "" {
 		b.opts.AdvertisedAddr = b.ln.Addr().String()
+	}
+	if err := b.openKafka(); err != nil {
+		b.ln.Close()
+		b.closeFS()
+		return nil, err
 	}
 	if serverTLS != nil {
 		b.ln = tls.NewListener(b.ln, serverTLS)
@@ -376,6 +384,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.log.Error("internal API stopped", "err", err)
 		}
 	})
+	b.startKafka()
 	// The loops start again after a panic (recover.go).
 	changed := b.view.Subscribe() // once: a restarted reconcile loop keeps it
 	b.goLoop(runCtx, "register", b.registerLoop)
@@ -556,8 +565,8 @@ func (b *Broker) Ready() bool {
 	return b.registered.Load()
 }
 
-// Close stops the broker. Order: stop taking requests (in-flight ones finish,
-// long polls end at their deadline or in 5 s), stop the background loops, close
+// Close stops the broker. Order: stop taking requests, HTTP and Kafka (in-flight
+// ones finish, long polls end at their deadline or in 5 s), stop the background loops, close
 // the metadata view, then flush and close every log (marking it clean).
 func (b *Broker) Close() error {
 	var err error
@@ -567,6 +576,7 @@ func (b *Broker) Close() error {
 		if serr := b.srv.Shutdown(ctx); serr != nil {
 			b.srv.Close()
 		}
+		b.closeKafka() // its requests under way are answered first (5 s at most)
 		if b.cancel != nil {
 			b.cancel()
 		}

@@ -54,7 +54,7 @@ func (b *Broker) Drain(ctx context.Context) (held int, err error) {
 
 // registration is this broker's /brokers/ids/{id} data.
 func (b *Broker) registration() []byte {
-	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, ShuttingDown: b.shuttingDown.Load()})
+	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, KafkaAddress: b.kafka.addr, ShuttingDown: b.shuttingDown.Load()})
 	return reg
 }
 

@@ -102,6 +102,6 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves this broker's metrics and the Go runtime's.
 func (b *Broker) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, authCollector{b}, quota.NewCollector(b.quotas.enforcer, "sluice_broker_quota"), collectors.NewGoCollector())
+	reg.MustRegister(brokerCollector{b}, groupLagCollector{b}, panicCollector{b}, authCollector{b}, kafkaCollector{b}, quota.NewCollector(b.quotas.enforcer, "sluice_broker_quota"), collectors.NewGoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,27 +91,15 @@ func (g *Gateway) mayProduce(ctx context.Context) bool {
 }
 
 func (g *Gateway) newProducer(ctx context.Context) (api.ProducerIdentity, error) {
-	if err := coord.EnsurePath(ctx, g.opts.Coord, cluster.ProducersPath); err != nil {
+	principal := ""
+	if g.auth.Required {
+		principal = auth.PrincipalFrom(ctx)
+	}
+	id, err := cluster.NewProducerID(ctx, g.opts.Coord, principal)
+	if err != nil {
 		return api.ProducerIdentity{}, err
 	}
-	rec := api.ProducerRecord{Epoch: 0}
-	if g.auth.Required {
-		rec.Principal = auth.PrincipalFrom(ctx)
-	}
-	data, _ := json.Marshal(rec)
-	for {
-		path, err := g.opts.Coord.Create(ctx, cluster.ProducersPath+"/p-", data, coord.Sequential)
-		if err != nil {
-			return api.ProducerIdentity{}, err
-		}
-		n, err := strconv.ParseInt(strings.TrimPrefix(path[strings.LastIndexByte(path, '/')+1:], "p-"), 10, 64)
-		if err != nil {
-			return api.ProducerIdentity{}, api.Errorf(api.CodeInternal, "unexpected producer node %q", path)
-		}
-		if n > 0 { // id 0 means "no producer" in a batch header: skip it
-			return api.ProducerIdentity{ProducerID: n}, nil
-		}
-	}
+	return api.ProducerIdentity{ProducerID: id}, nil
 }
 
 func (g *Gateway) bumpProducer(ctx context.Context, id int64) (api.ProducerIdentity, error) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Real services for Sluice's tests: ZooKeeper, Redis, an S3 server (versitygw)
-# and headless Chromium. Used by `make test`, `.ci/run` and developers.
+# Real services for Sluice's tests: ZooKeeper, Redis, an S3 server (versitygw),
+# headless Chromium and kcat (a Kafka client). Used by `make test`, `.ci/run`
+# and developers.
 #
-#   scripts/services.sh install [zookeeper redis versitygw chromium]
-#   scripts/services.sh start   [zookeeper redis versitygw chromium]
+#   scripts/services.sh install [zookeeper redis versitygw chromium kcat]
+#   scripts/services.sh start   [zookeeper redis versitygw chromium kcat]
 #   scripts/services.sh stop
 #   scripts/services.sh status
 #   scripts/services.sh up      [names...]   # install, then start
@@ -26,7 +27,7 @@ CACHE_DIR=${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sluice}
 BIN_DIR=$CACHE_DIR/bin
 START_TIMEOUT=${SLUICE_START_TIMEOUT:-60}
 
-ALL_SERVICES=(zookeeper redis versitygw chromium)
+ALL_SERVICES=(zookeeper redis versitygw chromium kcat)
 
 VERSITYGW_MODULE=github.com/versity/versitygw
 VERSITYGW_VERSION=v1.8.0
@@ -38,6 +39,7 @@ ZK_CLASSPATH=$ZK_JAR:$SLF4J_SIMPLE_JAR
 ZK_MAIN=org.apache.zookeeper.server.ZooKeeperServerMain
 
 CHROMIUM_BIN=/usr/bin/chromium
+KCAT_BIN=/usr/bin/kcat
 
 # Fixed credentials of the throwaway test S3 server (loopback only).
 S3_ACCESS_KEY=sluicetestaccess
@@ -77,7 +79,7 @@ check_names() {
 	local n
 	for n in "$@"; do
 		case $n in
-		zookeeper | redis | versitygw | chromium) ;;
+		zookeeper | redis | versitygw | chromium | kcat) ;;
 		*) die "unknown service '$n' (known: ${ALL_SERVICES[*]})" ;;
 		esac
 	done
@@ -129,6 +131,11 @@ install_redis() {
 install_chromium() {
 	apt_install --no-install-recommends chromium
 	[[ -x $CHROMIUM_BIN ]] || die "$CHROMIUM_BIN not found after install"
+}
+
+install_kcat() {
+	apt_install kcat
+	[[ -x $KCAT_BIN ]] || die "$KCAT_BIN not found after install"
 }
 
 versitygw_ok() {
@@ -415,12 +422,24 @@ start_chromium() {
 	log "chromium: $CHROMIUM_BIN"
 }
 
+# kcat: no server either, the Kafka listener's tests run it.
+
+start_kcat() {
+	[[ -x $KCAT_BIN ]] || die "kcat is not installed: run scripts/services.sh install kcat"
+	mkdir -p "$STATE_DIR/kcat"
+	printf 'export SLUICE_TEST_KCAT=%q\n' "$KCAT_BIN" >"$STATE_DIR/kcat/env"
+	log "kcat: $KCAT_BIN"
+}
+
+# is_tool: a "service" with no process, only a binary the tests run.
+is_tool() { [[ $1 == chromium || $1 == kcat ]]; }
+
 write_env() {
 	local tmp=$STATE_DIR/.env.tmp n
 	{
 		echo "# Written by scripts/services.sh start; source it before go test."
 		for n in "${ALL_SERVICES[@]}"; do
-			if [[ -r $STATE_DIR/$n/env ]] && { [[ $n == chromium ]] || svc_alive "$STATE_DIR/$n"; }; then
+			if [[ -r $STATE_DIR/$n/env ]] && { is_tool "$n" || svc_alive "$STATE_DIR/$n"; }; then
 				cat "$STATE_DIR/$n/env"
 			fi
 		done
@@ -434,7 +453,7 @@ cmd_start() {
 	check_names "${names[@]}"
 	mkdir -p "$STATE_DIR"
 	for n in "${names[@]}"; do
-		if [[ $n == chromium ]]; then start_chromium; else start_service "$n"; fi
+		if is_tool "$n"; then "start_$n"; else start_service "$n"; fi
 	done
 	write_env
 	log "env file: $STATE_DIR/env"
@@ -459,6 +478,8 @@ cmd_status() {
 		dir=$STATE_DIR/$n
 		if [[ $n == chromium ]]; then
 			[[ -r $dir/env ]] && echo "chromium   $CHROMIUM_BIN"
+		elif [[ $n == kcat ]]; then
+			[[ -r $dir/env ]] && echo "kcat       $KCAT_BIN"
 		elif svc_alive "$dir"; then
 			echo "$(printf '%-10s' "$n") running  pid $(<"$dir/pid")  $(<"$dir/addr")"
 		elif [[ -d $dir ]]; then

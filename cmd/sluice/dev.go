@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -27,6 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	nBrokers := fs.Int("brokers", envInt("SLUICE_BROKERS", 3), "brokers to run in the process (env SLUICE_BROKERS); topics get replication factor min(3, brokers) by default")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	kafkaAddr := fs.String("kafka-addr", envOr("SLUICE_KAFKA_ADDR", ""), "serve Kafka's wire protocol: broker N listens on host:PORT+N-1, and host:PORT is the bootstrap (env SLUICE_KAFKA_ADDR; default: none, no port opened)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	limits := addLimitFlags(fs, api.LimitScopeGateway, api.LimitScopeBroker)
 	authf := addAuthFlags(fs)
@@ -39,6 +42,10 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *nBrokers < 1 || *nBrokers > 9 {
 		return errors.New("--brokers must be 1 to 9")
+	}
+	kafkaAddrOf, err := kafkaAddrs(*kafkaAddr, *nBrokers)
+	if err != nil {
+		return err
 	}
 	log := newLogger(*logLevel)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
@@ -63,12 +70,13 @@ func runDev(ctx context.Context, args []string) error {
 	cl, err := embedded.Start(ctx, embedded.Options{
 		Brokers: *nBrokers, DataDir: *data, Addr: *addr,
 		PersistCoord: true, LocalBucket: true, Logger: log,
-		Broker: func(_ int, o *broker.Options) {
+		Broker: func(id int, o *broker.Options) {
 			o.ClusterSecret = secret
 			o.Auth = broker.AuthOptions{Required: authOpts.Required, SuperUsers: authOpts.SuperUsers}
 			o.CleanerInterval = *cleanerInterval
 			o.MaxPartitionsPerBroker = limits.maxPartitionsPerBroker()
 			o.MaxGroupsPerCoordinator = limits.maxGroupsPerCoordinator()
+			o.Kafka = broker.KafkaOptions{Addr: kafkaAddrOf(id), Limits: limits.kafkaLimits()}
 		},
 		Gateway: func(o *gateway.Options) {
 			o.Version = version
@@ -109,6 +117,18 @@ Try:
 
 Ctrl-C stops it.
 `, version, base, *nBrokers, *data, base, base, base, base, api.KeyPartition([]byte("user-1"), 3))
+	if *kafkaAddr != "" {
+		if authOpts.Required {
+			fmt.Printf("\nKafka clients: the brokers on %s serve only ApiVersions while authentication is required (no Kafka authentication is served yet).\n", kafkaBrokers(cl))
+		} else {
+			fmt.Printf(`
+Kafka clients on %s (metadata, and produce from clients that send RecordBatch v2,
+such as franz-go; consuming is not served yet, and librdkafka, behind kcat, produces
+only once it is):
+  kcat -b %s -L
+`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr())
+		}
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
@@ -127,4 +147,35 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// kafkaAddrs reads `sluice dev --kafka-addr host:PORT`: broker N (1-based)
+// serves Kafka on host:PORT+N-1, so host:PORT is a bootstrap address; port
+// 0 gives every broker a port of its own choosing. "" serves none.
+func kafkaAddrs(addr string, brokers int) (func(id int) string, error) {
+	if addr == "" {
+		return func(int) string { return "" }, nil
+	}
+	host, p, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || port < 0 || port+brokers-1 > 65535 {
+		return nil, fmt.Errorf("--kafka-addr %q: want host:port, with room for %d ports from it", addr, brokers)
+	}
+	return func(id int) string {
+		if port == 0 {
+			return net.JoinHostPort(host, "0")
+		}
+		return net.JoinHostPort(host, strconv.Itoa(port+id-1))
+	}, nil
+}
+
+// kafkaBrokers lists the brokers' Kafka addresses, comma-separated.
+func kafkaBrokers(cl *embedded.Cluster) string {
+	var addrs []string
+	for id := 1; id <= cl.Brokers(); id++ {
+		if b := cl.Broker(id); b != nil {
+			addrs = append(addrs, b.KafkaAddr())
+		}
+	}
+	return strings.Join(addrs, ",")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/gateway"
+	"github.com/sluice-io/sluice/kafka"
 )
 
 // limitFlags collects `--limit name=value` (repeatable) and SLUICE_LIMITS
@@ -92,4 +94,16 @@ func (l *limitFlags) maxGroupsPerCoordinator() int {
 // maxPartitionsPerBroker is max.partitions.per.broker (zero: the default).
 func (l *limitFlags) maxPartitionsPerBroker() int {
 	return int(l.values[api.LimitMaxPartitionsPerBroker])
+}
+
+// kafkaLimits are the Kafka listener's limits given (zero fields keep the
+// defaults).
+func (l *limitFlags) kafkaLimits() kafka.Limits {
+	return kafka.Limits{
+		MaxRequestBytes:           int32(min(l.values[api.LimitKafkaMaxRequestBytes], math.MaxInt32)),
+		MaxRequestBytesBeforeAuth: int32(min(l.values[api.LimitKafkaMaxRequestBeforeAuth], math.MaxInt32)),
+		MaxConnections:            int(l.values[api.LimitKafkaMaxConnections]),
+		MaxConnectionsPerIP:       int(l.values[api.LimitKafkaMaxConnectionsPerIP]),
+		IdleTimeout:               time.Duration(l.values[api.LimitKafkaIdleTimeoutMs]) * time.Millisecond,
+	}
 }

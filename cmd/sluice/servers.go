@@ -111,6 +111,8 @@ func runBroker(ctx context.Context, args []string) error {
 	id := fs.Int("id", envInt("SLUICE_BROKER_ID", 0), "broker ID, a positive integer unique in the cluster (env SLUICE_BROKER_ID)")
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:9001"), "internal API listen address (env SLUICE_ADDR)")
 	advertised := fs.String("advertised-addr", envOr("SLUICE_ADVERTISED_ADDR", ""), "address other nodes dial (env SLUICE_ADVERTISED_ADDR; default: the listen address)")
+	kafkaAddr := fs.String("kafka-addr", envOr("SLUICE_KAFKA_ADDR", ""), "serve Kafka's wire protocol on this address, host:port (env SLUICE_KAFKA_ADDR; default: none, no port opened)")
+	kafkaAdvertised := fs.String("kafka-advertised-addr", envOr("SLUICE_KAFKA_ADVERTISED_ADDR", ""), "host:port Kafka clients are told to dial (env SLUICE_KAFKA_ADVERTISED_ADDR; default: the --kafka-addr listen address)")
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	lag := fs.Duration("replica-lag-time-max", envDuration("SLUICE_REPLICA_LAG_TIME_MAX", 10*time.Second), "a follower not caught up for this long leaves the ISR (env SLUICE_REPLICA_LAG_TIME_MAX)")
 	peers := peerFlag{}
@@ -177,6 +179,7 @@ func runBroker(ctx context.Context, args []string) error {
 		Auth:                    authOpts,
 		TLS:                     serverTLS,
 		PeerTLS:                 peerTLS,
+		Kafka:                   broker.KafkaOptions{Addr: *kafkaAddr, AdvertisedAddr: *kafkaAdvertised, Limits: limits.kafkaLimits()},
 	})
 	if err != nil {
 		return err
@@ -190,6 +193,9 @@ func runBroker(ctx context.Context, args []string) error {
 	}
 	logger.Info("broker up", "addr", b.Addr(), "data", *data, "zk", *zk.connect)
 	fmt.Printf("broker %d listening on %s\n", *id, b.Addr())
+	if k := b.KafkaAddr(); k != "" {
+		fmt.Printf("broker %d serving Kafka clients on %s\n", *id, k)
+	}
 	<-ctx.Done()
 	if *drainTimeout > 0 {
 		// Controlled shutdown: the session (and with it the registration)

@@ -62,6 +62,9 @@ type Options struct {
 	TuneGateway func(*gateway.Options)
 	// BrokerAuth goes to every broker (zero: brokers check no ACLs).
 	BrokerAuth broker.AuthOptions
+	// Kafka makes every broker serve Kafka's protocol on a loopback port
+	// of its own (Broker.KafkaAddr). Default false: no Kafka listener.
+	Kafka bool
 	// LogTo, when set, receives the cluster's log lines too (tests that
 	// check what is logged).
 	LogTo io.Writer
@@ -97,6 +100,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			o.MaxPartitionsPerBroker = opts.MaxPartitionsPerBroker
 			o.ClusterSecret = opts.ClusterSecret
 			o.Auth = opts.BrokerAuth
+			if opts.Kafka {
+				o.Kafka.Addr = "127.0.0.1:0"
+			}
 			if opts.WrapCoord != nil {
 				o.Coord = opts.WrapCoord(id, o.Coord)
 			}

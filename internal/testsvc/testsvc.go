@@ -39,6 +39,7 @@ const (
 	EnvS3Bucket      = "SLUICE_TEST_S3_BUCKET" // a bucket that exists
 	EnvS3Region      = "SLUICE_TEST_S3_REGION" // optional, DefaultS3Region if unset
 	EnvChromium      = "SLUICE_TEST_CHROMIUM"  // path of the chromium binary
+	EnvKcat          = "SLUICE_TEST_KCAT"      // path of the kcat binary
 	DefaultS3Region  = "us-east-1"
 	zkStandaloneMain = "org.apache.zookeeper.server.ZooKeeperServerMain"
 )
@@ -103,6 +104,13 @@ func S3(t testing.TB) S3Config {
 func Chromium(t testing.TB) string {
 	t.Helper()
 	return need(t, EnvChromium)
+}
+
+// Kcat returns the path of kcat (Debian's, on librdkafka), the Kafka client
+// the Kafka listener's tests run.
+func Kcat(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvKcat)
 }
 
 // ZKRuntime is what it takes to run a ZooKeeper server of one's own.

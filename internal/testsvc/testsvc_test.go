@@ -55,7 +55,7 @@ func inLane(t *testing.T, short bool) {
 
 var allVars = []string{
 	EnvZooKeeper, EnvZKJava, EnvZKClasspath, EnvRedis,
-	EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket, EnvS3Region, EnvChromium,
+	EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket, EnvS3Region, EnvChromium, EnvKcat,
 }
 
 func TestGetters(t *testing.T) {
@@ -71,6 +71,8 @@ func TestGetters(t *testing.T) {
 			func(t testing.TB) any { return Redis(t) }, "127.0.0.1:26379"},
 		{"chromium", map[string]string{EnvChromium: "/usr/bin/chromium"},
 			func(t testing.TB) any { return Chromium(t) }, "/usr/bin/chromium"},
+		{"kcat", map[string]string{EnvKcat: "/usr/bin/kcat"},
+			func(t testing.TB) any { return Kcat(t) }, "/usr/bin/kcat"},
 		{"s3", map[string]string{
 			EnvS3Endpoint: "127.0.0.1:27070", EnvS3AccessKey: "ak", EnvS3SecretKey: "sk",
 			EnvS3Bucket: "b", EnvS3Region: "eu-west-3"},
@@ -113,6 +115,7 @@ func TestMissingIsFatalNotSkip(t *testing.T) {
 		{"zookeeper", nil, func(t testing.TB) any { return ZooKeeper(t) }, EnvZooKeeper},
 		{"redis", nil, func(t testing.TB) any { return Redis(t) }, EnvRedis},
 		{"chromium", nil, func(t testing.TB) any { return Chromium(t) }, EnvChromium},
+		{"kcat", nil, func(t testing.TB) any { return Kcat(t) }, EnvKcat},
 		{"s3 endpoint", nil, func(t testing.TB) any { return S3(t) }, EnvS3Endpoint},
 		{"s3 bucket", map[string]string{EnvS3Endpoint: "e", EnvS3AccessKey: "a", EnvS3SecretKey: "s"},
 			func(t testing.TB) any { return S3(t) }, EnvS3Bucket},

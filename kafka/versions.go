@@ -1,0 +1,69 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handler answers one decoded request. A nil response with a nil error
+// sends nothing (an acks=0 produce); an error closes the connection.
+type handler func(s *Server, ctx context.Context, c *conn, req kmsg.Request) (kmsg.Response, error)
+
+// servedAPI is one API this listener serves: the versions ApiVersions
+// advertises, and the handler that answers them.
+type servedAPI struct {
+	key      kmsg.Key
+	min, max int16
+	handle   handler // nil for ApiVersions, which the connection loop answers itself
+	// beforeAuth: served on a connection that has not authenticated yet.
+	beforeAuth bool
+}
+
+// served is every API and version the listener answers, in key order; it
+// is what ApiVersions advertises. The oldest clients decide the minimums,
+// the newest the maximums:
+//
+//   - Produce is advertised from v0 because librdkafka 2.0.2 (kcat 1.7.1)
+//     sends gzip, snappy and lz4 batches uncompressed unless ApiVersions lists
+//     Produce v0; it never sends v0-v2 (message sets, not RecordBatch v2) when
+//     v7 is listed, so those are refused per partition with
+//     UNSUPPORTED_VERSION. v13 (topics by ID) is what franz-go 1.22.3 sends.
+//   - Metadata v0-v13, everything kmsg knows: v10+ carries topic IDs.
+//   - ListOffsets v0-v6: v7 adds the max-timestamp lookup (-3), which the
+//     broker cannot answer yet, and v8 and v9 the tiered ones (-4, -5).
+//   - ApiVersions v0-v4: v5 asks the broker to check a cluster id Sluice does
+//     not have; a client sending it is answered v0 + UNSUPPORTED_VERSION with
+//     this table, and retries with v4.
+//   - InitProducerId v0-v5 (idempotent producers; transactional ids are
+//     refused).
+//   - DescribeCluster v0-v2.
+var served = []servedAPI{
+	{key: kmsg.Produce, min: 0, max: 13, handle: (*Server).handleProduce},
+	{key: kmsg.ListOffsets, min: 0, max: 6, handle: (*Server).handleListOffsets},
+	{key: kmsg.Metadata, min: 0, max: 13, handle: (*Server).handleMetadata},
+	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
+	{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Server).handleInitProducerID},
+	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
+}
+
+// lookupAPI returns the served entry of key.
+func lookupAPI(key int16) (servedAPI, bool) {
+	i := slices.IndexFunc(served, func(a servedAPI) bool { return a.key.Int16() == key })
+	if i < 0 {
+		return servedAPI{}, false
+	}
+	return served[i], true
+}
+
+// apiVersionKeys is the ApiVersions answer's list of APIs.
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(served))
+	for _, a := range served {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key.Int16(), a.min, a.max
+		out = append(out, k)
+	}
+	return out
+}
