@@ -35,9 +35,9 @@ import (
 //     back;
 //   - kill: broker 1's session ends; the controller moves its leaderships
 //     and drops it from every ISR;
-//   - failover: the controller's session and broker 3's end together; a
-//     new controller (broker 2) takes office and moves broker 3's
-//     leaderships;
+//   - failover: the controller's session and broker 3's end together;
+//     broker 2, which competed for the role from the start, takes office
+//     and moves broker 3's leaderships;
 //   - load: a new View in a new session reads the whole tree;
 //   - refresh: View.Refresh on the observer with nothing changed.
 func BenchmarkControllerScaleZK(b *testing.B) {
@@ -79,13 +79,18 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 			cctx, ccancel := context.WithCancel(ctx)
 			done := make(chan struct{})
 			go func() { defer close(done); ctl.run(cctx) }()
-			for !ctl.isActive() {
-				time.Sleep(time.Millisecond)
-			}
 			<-view.Loaded()
+			if self == 3 {
+				for !ctl.isActive() {
+					time.Sleep(time.Millisecond)
+				}
+			}
 			return ctl, func() { ccancel(); <-done; view.Close() }
 		}
 		ctl, stopCtl := startController(3, ctlSess)
+		// Broker 2 competes for the role too, from its own session and View,
+		// and wins it when broker 3 goes.
+		_, stopCandidate := startController(2, dial())
 		obs := cluster.NewView(dial(), log)
 		obs.Start()
 		defer obs.Close()
@@ -159,7 +164,6 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 			stopCtl()
 			ctlSess.Close()
 			regs[3].Close()
-			_, stopCtl = startController(2, dial())
 		}, func(md *cluster.Metadata) bool { return led(md, 3) == 0 })
 		start := time.Now()
 		fresh := cluster.NewView(dial(), log)
@@ -172,7 +176,7 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 			b.Fatal(err)
 		}
 		figures["refresh"] = time.Since(start)
-		stopCtl()
+		stopCandidate()
 		b.Logf("%d partitions RF 3: create %v; drain %d leaderships %v, failback %v; kill %v; controller failover (%d leaderships) %v; View load %v, refresh %v",
 			topics*perTopic, figures["create"].Round(time.Millisecond), moved, figures["drain"].Round(time.Millisecond),
 			figures["failback"].Round(time.Millisecond), figures["kill"].Round(time.Millisecond), moved3,
