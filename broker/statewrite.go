@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster"
@@ -96,6 +97,11 @@ func writeStates(ctx context.Context, c coord.Coordinator, fence *coord.Op, writ
 		runStateBatch(ctx, c.Multi, fence, ops, batches[j], results)
 		return nil
 	})
+	for i := range results {
+		if results[i].outcome == writePending {
+			results[i].err = fmt.Errorf("not sent: %w", context.Cause(ctx))
+		}
+	}
 	return results
 }
 
