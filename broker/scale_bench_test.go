@@ -191,3 +191,132 @@ func regJSON(id int32, shutting bool) []byte {
 	data, _ := json.Marshal(api.BrokerRegistration{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 9000+id), ShuttingDown: shutting})
 	return data
 }
+
+// BenchmarkStateWritesZK times, over the real ZooKeeper, partition-state
+// changes written three ways:
+//
+//	SLUICE_TEST_SERVICES=zookeeper scripts/with-services.sh \
+//	  go test -run '^$' -bench StateWritesZK -benchtime 1x ./broker/
+//
+// The changes: broker 1 back in the ISR of each of 3,000 partitions RF 3,
+// what the leaders' ISR loops write when it returns; each way is timed until
+// another session's View shows them all:
+//   - serial: one conditional Set after another, as the ISR loop wrote them;
+//   - goroutines: a goroutine per partition, each a Get then a conditional
+//     Set, as the hand-backs of a restarted broker were written;
+//   - batched: writeStates, as both write now.
+func BenchmarkStateWritesZK(b *testing.B) {
+	const topics, perTopic = 30, 100
+	addr := testsvc.ZooKeeper(b)
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		z, err := coord.DialZK(ctx, coord.ZKOptions{Servers: []string{addr}, Chroot: fmt.Sprintf("/statewrites-%d", time.Now().UnixNano())})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { z.Close() })
+		ctl, view := controllerOn(b, z)
+		for t := 0; t < topics; t++ {
+			if err := ctl.createTopic(ctx, api.CreateTopicRequest{Name: fmt.Sprintf("t%02d", t), Partitions: perTopic, ReplicationFactor: 3}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// changes returns, for each partition, its state with broker 1 in
+		// the ISR (in) or out of it.
+		changes := func(in bool) []stateWrite {
+			if err := view.Refresh(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var out []stateWrite
+			md := view.Current()
+			for _, name := range md.TopicNames() {
+				tm := md.Topics[name]
+				for p, st := range tm.States {
+					next := st
+					next.ISR = nil
+					for _, id := range tm.Record.Replicas[p] {
+						if (id == 1 && in) || (id != 1 && slices.Contains(st.ISR, id)) {
+							next.ISR = append(next.ISR, id)
+						}
+					}
+					out = append(out, stateWrite{topic: name, partition: int32(p), state: next, version: tm.StateVersions[p]})
+				}
+			}
+			return out
+		}
+		waitAll := func(in bool) {
+			for {
+				if err := view.Refresh(ctx); err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for _, tm := range view.Current().Topics {
+					for _, st := range tm.States {
+						if slices.Contains(st.ISR, 1) == in {
+							n++
+						}
+					}
+				}
+				if n == topics*perTopic {
+					return
+				}
+			}
+		}
+		ways := []struct {
+			name  string
+			write func(ws []stateWrite)
+		}{
+			{"serial", func(ws []stateWrite) {
+				for _, w := range ws {
+					data, _ := json.Marshal(w.state)
+					if _, err := z.Set(ctx, cluster.PartitionStatePath(w.topic, w.partition), data, w.version); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}},
+			{"goroutines", func(ws []stateWrite) {
+				errs := make(chan error, len(ws))
+				for _, w := range ws {
+					go func() {
+						path := cluster.PartitionStatePath(w.topic, w.partition)
+						_, st, err := z.Get(ctx, path)
+						if err == nil {
+							data, _ := json.Marshal(w.state)
+							_, err = z.Set(ctx, path, data, st.Version)
+						}
+						errs <- err
+					}()
+				}
+				for range ws {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}},
+			{"batched", func(ws []stateWrite) {
+				for _, r := range writeStates(ctx, z, nil, ws) {
+					if r.outcome != writeDone {
+						b.Fatalf("a batched write: %v %v", r.outcome, r.err)
+					}
+				}
+			}},
+		}
+		figures := map[string]time.Duration{}
+		for _, w := range ways {
+			writeStates(ctx, z, nil, changes(false)) // broker 1 out of every ISR, untimed
+			waitAll(false)
+			ws := changes(true)
+			start := time.Now()
+			w.write(ws)
+			waitAll(true)
+			figures[w.name] = time.Since(start)
+		}
+		b.Logf("%d ISR changes: serial %v, a goroutine each %v, batched %v (%.0fx, %.0fx faster)", topics*perTopic,
+			figures["serial"].Round(time.Millisecond), figures["goroutines"].Round(time.Millisecond), figures["batched"].Round(time.Millisecond),
+			float64(figures["serial"])/float64(figures["batched"]), float64(figures["goroutines"])/float64(figures["batched"]))
+		for _, w := range ways {
+			b.ReportMetric(float64(figures[w.name].Microseconds())/1000, w.name+"-ms")
+		}
+	}
+}
