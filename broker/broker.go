@@ -212,6 +212,10 @@ type Broker struct {
 	panicsMu sync.Mutex        // guards panics
 	panics   map[string]uint64 // recovered panics by where (recover.go)
 
+	// handBacks holds leaderships from before a restart, waiting for the
+	// hand-back loop (resign.go).
+	handBacks handBacks
+
 	registered atomic.Bool
 	// shuttingDown is set by Drain and never cleared: the registration
 	// carries it, re-created or not, until the process stops.
@@ -299,6 +303,7 @@ func New(opts Options) (*Broker, error) {
 		b.cold = tier.NewColdReader(opts.Bucket, co)
 	}
 	b.isrKick = make(chan struct{}, 1)
+	b.handBacks.kick = make(chan struct{}, 1)
 	b.recKick = make(chan struct{}, 1)
 	b.groups.maxGroups = opts.MaxGroupsPerCoordinator
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
@@ -393,6 +398,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goLoop(runCtx, "retention", b.retentionLoop)
 	b.goLoop(runCtx, "cleaner", b.cleanerLoop)
 	b.goLoop(runCtx, "isr", b.isrLoop)
+	b.goLoop(runCtx, "resign", b.resignLoop)
 	b.goLoop(runCtx, "hw-checkpoint", b.hwCheckpointLoop)
 	if b.opts.Bucket != nil {
 		b.goLoop(runCtx, "tier", b.tierLoop)

@@ -39,6 +39,11 @@ type controller struct {
 	// may bring any broker to.
 	maxPartitionsPerBroker int
 
+	// ahead holds, per partition this controller wrote in its current
+	// term, the znode version its write made, until the View shows it
+	// (electLeaders). Owned by the serve goroutine.
+	ahead map[partitionKey]int32
+
 	mu           sync.Mutex // guards the fields below
 	active       bool
 	epoch        int32

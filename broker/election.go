@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
@@ -26,6 +24,7 @@ func (ctl *controller) serve(ctx context.Context, gone <-chan coord.Event) {
 	}
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	ctl.ahead = nil // what an earlier term wrote is in the snapshots by now
 	// The first pass right away: the previous controller may have died
 	// with work undone.
 	if err := ctl.viewRefresh(ctx); err == nil {
@@ -61,15 +60,29 @@ func (ctl *controller) viewRefresh(ctx context.Context) error {
 	return ctl.view.Refresh(rctx)
 }
 
-// electLeaders makes one pass over every partition. It reports whether every
-// write it needed went through.
+// electLeaders makes one pass over every partition and writes the states
+// that must change in batches (writeStates), each conditional on the
+// version the snapshot read and led by the controller's fence. A partition
+// that lost its race is left for the next pass, which the snapshot its
+// change brings (or the retry timer) starts. It reports whether every write
+// it needed went through.
+//
+// A partition this controller wrote at a version the snapshot has not
+// reached yet (its View is still reading the change) is passed over: the
+// decision would rest on the state before the write, and the write could
+// only fail. Called only from serve's goroutine, which owns ctl.ahead.
 func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, preferred bool) bool {
 	fence, err := ctl.fence()
 	if err != nil {
 		return true
 	}
 	epoch := ctl.currentEpoch()
-	ok := true
+	var (
+		writes []stateWrite
+		keys   []partitionKey
+		was    []int32
+	)
+	ahead := map[partitionKey]int32{}
 	for _, name := range md.TopicNames() {
 		tm := md.Topics[name]
 		cfg, _ := api.ParseTopicConfig(tm.Record.Configs, len(firstOr(tm.Record.Replicas)))
@@ -77,30 +90,65 @@ func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, p
 			if tm.StateVersions[p] < 0 {
 				continue
 			}
+			key := partitionKey{tm.Record.ID, int32(p)}
+			if v, ok := ctl.ahead[key]; ok && tm.StateVersions[p] < v {
+				ahead[key] = v
+				continue
+			}
 			next, change := decideLeader(tm.States[p], replicas, md.Brokers, cfg.UncleanElection, preferred)
 			if !change {
 				continue
 			}
 			next.ControllerEpoch = epoch
-			data, _ := json.Marshal(next)
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := ctl.c.Multi(wctx, fence, coord.SetOp(cluster.PartitionStatePath(name, int32(p)), data, tm.StateVersions[p]))
-			cancel()
-			switch {
-			case err == nil:
-				ctl.log.Info("partition state changed", "partition", partitionDir(name, int32(p)),
-					"leader", next.Leader, "epoch", next.LeaderEpoch, "isr", next.ISR, "was_leader", tm.States[p].Leader)
-			case errors.Is(err, coord.ErrBadVersion):
-				// Someone wrote first (a leader changing its ISR, or a newer
-				// controller); the next snapshot brings it.
-				ok = false
-			default:
-				ctl.log.Warn("partition state write failed", "partition", partitionDir(name, int32(p)), "err", err)
-				ok = false
+			writes = append(writes, stateWrite{topic: name, partition: int32(p), state: next, version: tm.StateVersions[p]})
+			keys = append(keys, key)
+			was = append(was, tm.States[p].Leader)
+		}
+	}
+	ok := true
+	if len(writes) == 0 {
+		ctl.ahead = ahead
+		return ok
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	results := writeStates(wctx, ctl.c, &fence, writes)
+	cancel()
+	var done, lost, failed int
+	var fenced error
+	for i, r := range results {
+		w := writes[i]
+		switch r.outcome {
+		case writeDone:
+			done++
+			ahead[keys[i]] = r.version
+			ctl.log.Info("partition state changed", "partition", partitionDir(w.topic, w.partition),
+				"leader", w.state.Leader, "epoch", w.state.LeaderEpoch, "isr", w.state.ISR, "was_leader", was[i])
+		case writeLost:
+			// Someone wrote first (a leader changing its ISR, or a newer
+			// controller); the next snapshot brings it.
+			lost++
+		case writeFenced:
+			fenced = r.err
+		default:
+			failed++
+			if failed == 1 {
+				ctl.log.Warn("partition state write failed", "partition", partitionDir(w.topic, w.partition), "err", r.err)
 			}
 		}
 	}
-	return ok
+	ctl.ahead = ahead
+	if fenced != nil {
+		ctl.log.Warn("partition state writes refused: another controller took office", "err", fenced)
+	}
+	ctl.log.Info("election pass", "written", done, "lost_races", lost, "failed", failed, "fenced", fenced != nil)
+	return done == len(writes)
+}
+
+// partitionKey names a partition across topic re-creations: the topic's ID,
+// not its name.
+type partitionKey struct {
+	topicID   string
+	partition int32
 }
 
 // decideLeader is the election rule, as a pure function of the state, the

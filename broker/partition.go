@@ -51,8 +51,8 @@ type partitionDeps struct {
 	// alive reports whether a broker is registered.
 	alive func(id int32) bool
 	// resign gives up a leadership this process did not win itself (see
-	// Partition.applyState). It returns at once: the hand-back runs on a
-	// goroutine the broker owns.
+	// Partition.applyState). It returns at once: it queues the hand-back for
+	// the broker's hand-back loop (resign.go), taking only the queue's lock.
 	resign func(p *Partition, st api.PartitionState, version int32)
 	// recovering runs f, noting a panic in it (Broker.recovering), and
 	// reports whether it panicked.
@@ -179,7 +179,7 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 			// leadership back so the controller elects an ISR member that
 			// kept everything; this replica rejoins as a follower.
 			p.resignedAt = st.LeaderEpoch
-			p.deps.resign(p, st, version) // starts its own goroutine (goFunc); takes no lock
+			p.deps.resign(p, st, version) // queues it for the hand-back loop; takes only the queue's lock
 			return
 		}
 	}

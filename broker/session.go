@@ -57,15 +57,17 @@ func (b *Broker) sessionLoop(ctx context.Context) {
 	}
 }
 
-// rereadAfterFence re-reads the metadata and, when that succeeds, declares
-// the fence generation current before the read live and asks the reconcile
-// loop to apply it, which lifts the fence where this broker still holds its
-// role. It reports whether the re-read succeeded.
+// rereadAfterFence re-reads the metadata whole (View.Reload: the watches
+// cannot be trusted to have named every change made while the link was
+// down) and, when that succeeds, declares the fence generation current
+// before the read live and asks the reconcile loop to apply it, which lifts
+// the fence where this broker still holds its role. It reports whether the
+// re-read succeeded.
 func (b *Broker) rereadAfterFence(ctx context.Context) bool {
 	gen := b.parts.fenceGeneration()
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := b.view.Refresh(rctx); err != nil {
+	if err := b.view.Reload(rctx); err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("re-reading metadata after a coordinator reconnect failed; retrying", "err", err)
 		}

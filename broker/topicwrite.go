@@ -177,34 +177,53 @@ func (ctl *controller) deleteTopic(ctx context.Context, name string) error {
 	return ctl.view.Refresh(ctx)
 }
 
-// finishDelete deletes what is left of a topic marked deleting.
+// finishDelete deletes what is left of a topic marked deleting. What each
+// partition holds is read for all of them at once (coord.Pipeline), then
+// deleted in bounded Multis.
 func (ctl *controller) finishDelete(ctx context.Context, fence coord.Op, name string) error {
 	parts, _, err := ctl.c.Children(ctx, cluster.PartitionsPath(name))
 	if err != nil && !errors.Is(err, coord.ErrNoNode) {
 		return err
 	}
-	var b multiBatch
+	var pids []int32
 	for _, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			continue
+		if n, err := strconv.Atoi(p); err == nil {
+			pids = append(pids, int32(n))
 		}
-		pid := int32(n)
+	}
+	type held struct {
+		remote   []string // remote-segment records; nil without the remote node
+		hasState bool
+	}
+	found := make([]held, len(pids))
+	err = coord.Pipeline(ctx, len(pids), 0, func(ctx context.Context, i int) error {
+		pid := pids[i]
 		// Remote-segment records go with the partition; the objects they
 		// name are swept afterwards.
-		if recs, _, err := ctl.c.Children(ctx, remotePath(name, pid)); err == nil {
-			for _, r := range recs {
+		recs, _, err := ctl.c.Children(ctx, remotePath(name, pid))
+		switch {
+		case err == nil:
+			found[i].remote = append([]string{}, recs...)
+		case !errors.Is(err, coord.ErrNoNode):
+			return err
+		}
+		found[i].hasState, _, err = ctl.c.Exists(ctx, cluster.PartitionStatePath(name, pid))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var b multiBatch
+	for i, pid := range pids {
+		if found[i].remote != nil {
+			for _, r := range found[i].remote {
 				rp := remotePath(name, pid) + "/" + r
 				b.add(opCost(rp, nil), coord.DeleteOp(rp, coord.AnyVersion))
 			}
 			b.add(opCost(remotePath(name, pid), nil), coord.DeleteOp(remotePath(name, pid), coord.AnyVersion))
-		} else if !errors.Is(err, coord.ErrNoNode) {
-			return err
 		}
 		sp, pp := cluster.PartitionStatePath(name, pid), cluster.PartitionPath(name, pid)
-		if ok, _, err := ctl.c.Exists(ctx, sp); err != nil {
-			return err
-		} else if ok {
+		if found[i].hasState {
 			b.add(opCost(sp, nil), coord.DeleteOp(sp, coord.AnyVersion))
 		}
 		b.add(opCost(pp, nil), coord.DeleteOp(pp, coord.AnyVersion))
@@ -226,7 +245,8 @@ func (ctl *controller) finishDelete(ctx context.Context, fence coord.Op, name st
 }
 
 // finishCreate creates the partitions of a half-written topic that have
-// no state yet, from its record.
+// no state yet, from its record; which those are is read for every
+// partition node at once.
 func (ctl *controller) finishCreate(ctx context.Context, fence coord.Op, name string, rec api.TopicRecord) error {
 	if err := coord.EnsurePath(ctx, ctl.c, cluster.PartitionsPath(name)); err != nil {
 		return err
@@ -235,26 +255,32 @@ func (ctl *controller) finishCreate(ctx context.Context, fence coord.Op, name st
 	if err != nil {
 		return err
 	}
+	var pids []int32
+	for _, p := range parts {
+		if n, err := strconv.Atoi(p); err == nil && n >= 0 && n < len(rec.Replicas) {
+			pids = append(pids, int32(n))
+		}
+	}
+	hasState := make([]bool, len(pids))
+	err = coord.Pipeline(ctx, len(pids), 0, func(ctx context.Context, i int) error {
+		var err error
+		hasState[i], _, err = ctl.c.Exists(ctx, cluster.PartitionStatePath(name, pids[i]))
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	var b multiBatch
 	have := map[int32]bool{}
-	for _, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			continue
-		}
-		sp := cluster.PartitionStatePath(name, int32(n))
-		ok, _, err := ctl.c.Exists(ctx, sp)
-		if err != nil {
-			return err
-		}
-		if ok {
-			have[int32(n)] = true
+	for i, n := range pids {
+		have[n] = true
+		if hasState[i] {
 			continue
 		}
 		// A node without its state: the two were written together, so
 		// this is another writer's; create the state alone.
+		sp := cluster.PartitionStatePath(name, n)
 		st, _ := json.Marshal(api.PartitionState{Leader: rec.Replicas[n][0], ISR: rec.Replicas[n], ControllerEpoch: ctl.currentEpoch()})
-		have[int32(n)] = true
 		b.add(opCost(sp, st), coord.CreateOp(sp, st, 0))
 	}
 	ctl.addPartitions(&b, name, rec, have)

@@ -18,7 +18,7 @@ import (
 
 // controllerOn elects a controller over c, with three live brokers
 // registered, and a view of c.
-func controllerOn(t *testing.T, c coord.Coordinator) (*controller, *cluster.View) {
+func controllerOn(t testing.TB, c coord.Coordinator) (*controller, *cluster.View) {
 	t.Helper()
 	ctx := t.Context()
 	// What a broker's Start ensures.

@@ -28,7 +28,7 @@ func PartitionsPath(topic string) string { return TopicPath(topic) + "/partition
 
 // PartitionPath is /brokers/topics/{topic}/partitions/{p}.
 func PartitionPath(topic string, p int32) string {
-	return fmt.Sprintf("%s/%d", PartitionsPath(topic), p)
+	return PartitionsPath(topic) + "/" + strconv.Itoa(int(p))
 }
 
 // PartitionStatePath is /brokers/topics/{topic}/partitions/{p}/state: api.PartitionState.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,15 @@ import (
 // quiet cluster costs no coordinator traffic. Readers call Current, which never
 // blocks; owners of reactions (a broker's partition manager) Subscribe.
 //
-// Goroutines: one refresh loop (started by Start, stopped by Close). Watches
+// A refresh reads what it has to in three rounds (the lists and the
+// controller; each broker's registration and topic's record; each
+// partition's state), each round's reads made at once (coord.Pipeline), so
+// a round costs about one round trip however many nodes changed: after a
+// failover a broker learns a thousand new partition states in a few
+// milliseconds, not a thousand round trips.
+//
+// Goroutines: one refresh loop (started by Start, stopped by Close), and
+// while a round reads, at most viewInFlight readers it waits for. Watches
 // cost none: the coordinator calls the view's WatchFunc, which forgets the
 // node and wakes the loop.
 type View struct {
@@ -33,6 +42,8 @@ type View struct {
 
 	mu      sync.Mutex            // guards the fields below
 	watched map[string]nodeData   // nodes with an armed watch, and their data
+	changed map[string]bool       // topics with a node whose watch fired since the last refresh began
+	reread  bool                  // Reload: the next refresh rebuilds every topic
 	subs    []chan struct{}       // cap-1 notification channels
 	synced  map[chan error]uint64 // Refresh callers waiting for a refresh at or past a generation
 	gen     uint64                // refreshes requested so far
@@ -44,7 +55,22 @@ type nodeData struct {
 	children []string
 	version  int32
 	exists   bool
+	decoded  any        // data as the round that read it parsed it (see decoder)
 	watch    *viewWatch // the armed watch this data is good under
+}
+
+// viewInFlight bounds the reads one round has outstanding.
+const viewInFlight = coord.DefaultInFlight
+
+// A decoder parses a node's data once, when it is read; snapshots built
+// while the node stays cached reuse the result (never modified: snapshots
+// share it). nil for a children read.
+type decoder func(data []byte) any
+
+// nodeReq is one node a round needs: its data (decode set) or its children.
+type nodeReq struct {
+	path   string
+	decode decoder
 }
 
 // viewWatch is one armed watch; fired is set (under View.mu) when it fires,
@@ -62,6 +88,7 @@ func NewView(c coord.Coordinator, log *slog.Logger) *View {
 		loaded:  make(chan struct{}),
 		done:    make(chan struct{}),
 		watched: map[string]nodeData{},
+		changed: map[string]bool{},
 		synced:  map[chan error]uint64{},
 	}
 	v.snap.Store(&Metadata{Brokers: map[int32]api.BrokerRegistration{}, Controller: api.ControllerRegistration{BrokerID: -1}, Topics: map[string]*TopicMeta{}})
@@ -104,18 +131,41 @@ func (v *View) Subscribe() <-chan struct{} {
 	return ch
 }
 
-// Refresh forces a full re-read of nodes whose watches may not have fired yet
-// (after this process wrote them itself) and waits until a snapshot that
-// includes it is published.
+// Refresh waits until a published snapshot holds every change the
+// coordinator had applied when Refresh was called: this process's own
+// writes, and those another process made before (a topic the controller
+// just created, for the gateway that asked for it). It costs one
+// coord.Sync, after which the watches have named every node those changes
+// touched, and the reads of those nodes alone.
 func (v *View) Refresh(ctx context.Context) error {
+	if err := v.c.Sync(ctx); err != nil {
+		return err
+	}
+	return v.await(ctx, false)
+}
+
+// Reload forgets every cached node and waits until a snapshot re-read
+// from the coordinator whole is published. It is for after the link to the
+// coordinator was lost (the broker's fence): a Sync does not cover the
+// changes made while disconnected, whose notifications the client may
+// deliver late (coord.Coordinator.Sync). The reads go through the watches
+// already armed, a round's reads at once.
+func (v *View) Reload(ctx context.Context) error { return v.await(ctx, true) }
+
+// await asks for a refresh, forgetting every cached node first with
+// forget, and waits until a snapshot read after the request is published.
+func (v *View) await(ctx context.Context, forget bool) error {
 	ch := make(chan error, 1)
 	v.mu.Lock()
 	v.gen++
 	v.synced[ch] = v.gen
-	// Forget cached data: the caller wants what the coordinator has now. The
-	// armed watches stay armed; their forwarders will only trigger another refresh.
-	for p, n := range v.watched {
-		v.watched[p] = nodeData{version: -2, watch: n.watch}
+	if forget {
+		// The armed watches stay armed; their forwarders will only trigger
+		// another refresh.
+		for p, n := range v.watched {
+			v.watched[p] = nodeData{version: -2, watch: n.watch}
+		}
+		v.reread = true
 	}
 	v.mu.Unlock()
 	v.trigger()
@@ -153,12 +203,20 @@ func (v *View) loop() {
 		}
 		v.mu.Lock()
 		gen := v.gen
+		changed, all := v.changed, v.reread
+		v.changed, v.reread = map[string]bool{}, false
 		v.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		md, err := v.read(ctx)
+		md, err := v.read(ctx, v.snap.Load(), changed, all)
 		cancel()
 		if err != nil {
 			v.log.Debug("metadata refresh failed; retrying", "err", err)
+			v.mu.Lock()
+			for t := range changed {
+				v.changed[t] = true
+			}
+			v.reread = v.reread || all
+			v.mu.Unlock()
 			retry.Reset(250 * time.Millisecond)
 			continue
 		}
@@ -184,78 +242,168 @@ func (v *View) loop() {
 	}
 }
 
-// read builds a snapshot, reading only nodes whose cached data is not known good.
-func (v *View) read(ctx context.Context) (*Metadata, error) {
+// read builds a snapshot, reading only nodes whose cached data is not known
+// good, in three rounds of reads made at once. A topic of prev that no
+// watch has named since prev's refresh began (changed), unless all, is
+// prev's TopicMeta as it was: a refresh costs what changed, not the
+// partitions of the whole cluster (which, rebuilt at every watch event,
+// once took a core through a failover).
+func (v *View) read(ctx context.Context, prev *Metadata, changed map[string]bool, all bool) (*Metadata, error) {
 	md := &Metadata{
 		Brokers:    map[int32]api.BrokerRegistration{},
 		Controller: api.ControllerRegistration{BrokerID: -1},
 		Topics:     map[string]*TopicMeta{},
 	}
-	ids, err := v.children(ctx, BrokersIDsPath)
+	top, err := v.fetch(ctx, []nodeReq{{path: BrokersIDsPath}, {path: TopicsPath}, {path: ControllerPath, decode: decodeController}})
 	if err != nil {
 		return nil, err
 	}
+	ids, topics := top[0].children, top[1].children
+	if c, ok := top[2].decoded.(api.ControllerRegistration); ok && top[2].exists {
+		md.Controller = c
+	}
+
+	reqs := make([]nodeReq, 0, len(ids)+len(topics))
 	for _, id := range ids {
-		n, err := v.data(ctx, BrokersIDsPath+"/"+id)
-		if err != nil {
-			return nil, err
+		reqs = append(reqs, nodeReq{path: BrokersIDsPath + "/" + id, decode: decodeBroker})
+	}
+	var fresh []string // topics to build
+	for _, name := range topics {
+		if tm := prev.Topics[name]; tm != nil && !all && !changed[name] {
+			md.Topics[name] = tm
+			continue
 		}
-		var reg api.BrokerRegistration
-		if n.exists && json.Unmarshal(n.data, &reg) == nil {
+		fresh = append(fresh, name)
+		reqs = append(reqs, nodeReq{path: TopicPath(name), decode: decodeTopic})
+	}
+	second, err := v.fetch(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range second[:len(ids)] {
+		if reg, ok := n.decoded.(api.BrokerRegistration); ok && n.exists {
 			md.Brokers[reg.ID] = reg
 		}
 	}
-	if n, err := v.data(ctx, ControllerPath); err != nil {
-		return nil, err
-	} else if n.exists {
-		_ = json.Unmarshal(n.data, &md.Controller)
-	}
-	topics, err := v.children(ctx, TopicsPath)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range topics {
-		n, err := v.data(ctx, TopicPath(name))
-		if err != nil {
-			return nil, err
-		}
+
+	// The topics readers may see, and their partitions' states.
+	var metas []*TopicMeta
+	reqs = reqs[:0]
+	for i, name := range fresh {
+		n := second[len(ids)+i]
 		if !n.exists {
 			continue
 		}
-		tm := &TopicMeta{Name: name}
-		if err := json.Unmarshal(n.data, &tm.Record); err != nil {
-			v.log.Warn("unreadable topic record", "topic", name, "err", err)
+		rec, ok := n.decoded.(topicRecord)
+		if !ok {
 			continue
 		}
-		if tm.Record.Deleting {
+		if rec.err != nil {
+			v.log.Warn("unreadable topic record", "topic", name, "err", rec.err)
+			continue
+		}
+		if rec.rec.Deleting {
 			continue // being deleted: gone for readers
 		}
+		metas = append(metas, &TopicMeta{Name: name, Record: rec.rec})
+		for p := range rec.rec.Replicas {
+			reqs = append(reqs, nodeReq{path: PartitionStatePath(name, int32(p)), decode: decodeState})
+		}
+	}
+	states, err := v.fetch(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	for _, tm := range metas {
+		np := len(tm.Record.Replicas)
+		tm.States, tm.StateVersions = make([]api.PartitionState, np), make([]int32, np)
 		whole := true
-		for p := range tm.Record.Replicas {
-			sn, err := v.data(ctx, PartitionStatePath(name, int32(p)))
-			if err != nil {
-				return nil, err
-			}
+		for p, sn := range states[:np] {
 			if !sn.exists {
 				// Still being written (in several requests, the states
 				// last): not a topic for readers yet. The exists-watch
 				// armed on the state brings it in when it is created.
 				whole = false
-				continue
+				break
 			}
-			st := api.PartitionState{Leader: -1, LeaderEpoch: -1}
-			ver := int32(-1)
-			if json.Unmarshal(sn.data, &st) == nil {
-				ver = sn.version
+			tm.States[p], tm.StateVersions[p] = api.PartitionState{Leader: -1, LeaderEpoch: -1}, -1
+			if st, ok := sn.decoded.(api.PartitionState); ok {
+				tm.States[p], tm.StateVersions[p] = st, sn.version
 			}
-			tm.States = append(tm.States, st)
-			tm.StateVersions = append(tm.StateVersions, ver)
 		}
+		states = states[np:]
 		if whole {
-			md.Topics[name] = tm
+			md.Topics[tm.Name] = tm
 		}
 	}
 	return md, nil
+}
+
+// topicRecord is a topic node's data, parsed.
+type topicRecord struct {
+	rec api.TopicRecord
+	err error
+}
+
+func decodeTopic(data []byte) any {
+	var r topicRecord
+	r.err = json.Unmarshal(data, &r.rec)
+	return r
+}
+
+// decodeState parses a partition state; unreadable data is nil, and the
+// partition then reads as leaderless at version -1.
+func decodeState(data []byte) any {
+	st := api.PartitionState{Leader: -1, LeaderEpoch: -1}
+	if json.Unmarshal(data, &st) != nil {
+		return nil
+	}
+	return st
+}
+
+func decodeBroker(data []byte) any {
+	var reg api.BrokerRegistration
+	if json.Unmarshal(data, &reg) != nil {
+		return nil
+	}
+	return reg
+}
+
+// decodeController parses /controller; unreadable data still names a
+// controller (as before: the fields it could read, BrokerID -1 otherwise).
+func decodeController(data []byte) any {
+	c := api.ControllerRegistration{BrokerID: -1}
+	_ = json.Unmarshal(data, &c)
+	return c
+}
+
+// fetch returns the node of each request, from memory when its cached data
+// is known good, the others read at once (at most viewInFlight at a time).
+// The first failed read fails it.
+func (v *View) fetch(ctx context.Context, reqs []nodeReq) ([]nodeData, error) {
+	out := make([]nodeData, len(reqs))
+	var miss []int
+	for i, r := range reqs {
+		if n, ok := v.cached(r.path); ok {
+			out[i] = n
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	err := coord.Pipeline(ctx, len(miss), viewInFlight, func(ctx context.Context, j int) error {
+		i := miss[j]
+		var err error
+		if reqs[i].decode == nil {
+			out[i], err = v.children(ctx, reqs[i].path)
+		} else {
+			out[i], err = v.data(ctx, reqs[i].path, reqs[i].decode)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // cached returns a node's data if its watch is armed and the data known good.
@@ -271,15 +419,30 @@ func (v *View) cached(p string) (nodeData, bool) {
 // the loop wakes to read it again.
 func (v *View) newWatch(p string) (*viewWatch, coord.WatchFunc) {
 	w := &viewWatch{}
+	topic, isTopic := topicOf(p)
 	return w, func(coord.Event) {
 		v.mu.Lock()
 		w.fired = true
 		if n, ok := v.watched[p]; ok && n.watch == w {
 			delete(v.watched, p)
 		}
+		if isTopic {
+			v.changed[topic] = true
+		}
 		v.mu.Unlock()
 		v.trigger()
 	}
+}
+
+// topicOf names the topic a node under TopicsPath belongs to (its record,
+// its partitions, their states).
+func topicOf(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, TopicsPath+"/")
+	if !ok || rest == "" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name, true
 }
 
 // arm records a read of p. With w set the read armed that new watch;
@@ -311,46 +474,50 @@ func (v *View) isArmed(p string) bool {
 	return ok
 }
 
-func (v *View) data(ctx context.Context, p string) (nodeData, error) {
-	if n, ok := v.cached(p); ok {
-		return n, nil
-	}
-	armed := v.isArmed(p)
+// data reads a node that is not cached: through its armed watch when one
+// is (Reload forgot the data), else arming one, a data watch on a present
+// node (one request), an exists-watch on an absent one (for its creation).
+func (v *View) data(ctx context.Context, p string, decode decoder) (nodeData, error) {
 	var (
 		n   nodeData
 		w   *viewWatch
+		st  coord.Stat
 		err error
 	)
-	if armed {
-		var st coord.Stat
+	if v.isArmed(p) {
 		n.data, st, err = v.c.Get(ctx, p)
-		n.version, n.exists = st.Version, err == nil
 	} else {
-		var ok bool
-		var st coord.Stat
 		var fn coord.WatchFunc
 		w, fn = v.newWatch(p)
-		ok, st, err = v.c.ExistsW(ctx, p, fn)
-		if err == nil && ok {
-			// The exists-watch fires on data change and deletion too.
-			n.data, st, err = v.c.Get(ctx, p)
-			n.version, n.exists = st.Version, err == nil
+		n.data, st, err = v.c.GetW(ctx, p, fn)
+		if errors.Is(err, coord.ErrNoNode) {
+			// GetW set no watch; watch for the creation instead.
+			var ok bool
+			ok, _, err = v.c.ExistsW(ctx, p, fn)
+			if err == nil && ok {
+				// Created in between: the exists-watch fires on its
+				// changes and deletion too.
+				n.data, st, err = v.c.Get(ctx, p)
+			} else if err == nil {
+				err = coord.ErrNoNode
+			}
 		}
 	}
+	n.version, n.exists = st.Version, err == nil
 	if errors.Is(err, coord.ErrNoNode) {
 		n, err = nodeData{}, nil
 	}
 	if err != nil {
 		return nodeData{}, err
 	}
+	if n.exists {
+		n.decoded = decode(n.data)
+	}
 	v.arm(p, n, w)
 	return n, nil
 }
 
-func (v *View) children(ctx context.Context, p string) ([]string, error) {
-	if n, ok := v.cached(p); ok {
-		return n.children, nil
-	}
+func (v *View) children(ctx context.Context, p string) (nodeData, error) {
 	armed := v.isArmed(p)
 	var (
 		kids []string
@@ -364,13 +531,11 @@ func (v *View) children(ctx context.Context, p string) ([]string, error) {
 		w, fn = v.newWatch(p)
 		kids, _, err = v.c.ChildrenW(ctx, p, fn)
 	}
-	if errors.Is(err, coord.ErrNoNode) {
-		// Not created yet: poll until it is (the retry timer re-runs read).
-		return nil, err
-	}
 	if err != nil {
-		return nil, err
+		// ErrNoNode: not created yet; the retry timer re-runs read until it is.
+		return nodeData{}, err
 	}
-	v.arm(p, nodeData{children: kids, exists: true}, w)
-	return kids, nil
+	n := nodeData{children: kids, exists: true}
+	v.arm(p, n, w)
+	return n, nil
 }

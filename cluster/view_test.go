@@ -3,12 +3,14 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/coord"
+	"github.com/sluice-io/sluice/internal/coordtest"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
 
@@ -75,7 +77,7 @@ func TestViewSeesChangesAfterAWatchFiresDuringARead(t *testing.T) {
 	defer v.Close()
 	<-v.Loaded()
 
-	// Refresh re-reads every node through its armed watch; during that read
+	// Reload re-reads every node through its armed watch; during that read
 	// broker 2 registers, firing the watch, and the read waits until the
 	// watch's forwarder has forgotten the node.
 	rc.mu.Lock()
@@ -84,7 +86,7 @@ func TestViewSeesChangesAfterAWatchFiresDuringARead(t *testing.T) {
 		testwait.For(t, 5*time.Second, "the fired watch to be forgotten", func() bool { return !v.isArmed(BrokersIDsPath) })
 	}
 	rc.mu.Unlock()
-	if err := v.Refresh(ctx); err != nil {
+	if err := v.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -132,5 +134,79 @@ func TestViewSeesChangesAfterAWatchFiresBeforeItsReadReturns(t *testing.T) {
 	register(t, s, 3)
 	testwait.For(t, 5*time.Second, "the view to list brokers 1, 2 and 3", func() bool {
 		return len(v.Current().Brokers) == 3
+	})
+}
+
+// Refresh returns with every change another session made before it in the
+// snapshot, whether the view had the node cached (a partition state
+// changed), or not at all (a topic created), and a View reads many changed
+// nodes in one refresh; on both coordinators.
+func TestViewRefreshSeesOtherSessionsWrites(t *testing.T) {
+	coordtest.ForEach(t, func(t *testing.T, open coordtest.Tree) {
+		ctx := t.Context()
+		w := open()
+		for _, p := range []string{"/brokers", BrokersIDsPath, TopicsPath} {
+			if _, err := w.Create(ctx, p, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		register(t, w, 1)
+		const n = 500
+		writeTopic := func(name string) {
+			rec, _ := json.Marshal(api.TopicRecord{ID: name, Replicas: make([][]int32, n)})
+			ops := []coord.Op{coord.CreateOp(TopicPath(name), rec, 0), coord.CreateOp(PartitionsPath(name), nil, 0)}
+			st, _ := json.Marshal(api.PartitionState{Leader: 1, ISR: []int32{1}})
+			for p := range int32(n) {
+				ops = append(ops, coord.CreateOp(PartitionPath(name, p), nil, 0), coord.CreateOp(PartitionStatePath(name, p), st, 0))
+			}
+			if _, err := w.Multi(ctx, ops...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeTopic("a")
+		v := NewView(open(), nil)
+		v.Start()
+		defer v.Close()
+		if err := v.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tm := v.Current().Topics["a"]; tm == nil || len(tm.States) != n {
+			t.Fatalf("after Refresh the view holds %v", tm)
+		}
+		for round := int32(1); round <= 3; round++ {
+			// Every state of a changes, and topic b appears: one Refresh
+			// brings all of it.
+			ops := make([]coord.Op, 0, n)
+			for p := range int32(n) {
+				st, _ := json.Marshal(api.PartitionState{Leader: 1, LeaderEpoch: round, ISR: []int32{1}})
+				ops = append(ops, coord.SetOp(PartitionStatePath("a", p), st, round-1))
+			}
+			if _, err := w.Multi(ctx, ops...); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("b%d", round)
+			writeTopic(name)
+			if err := v.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			md := v.Current()
+			for p, st := range md.Topics["a"].States {
+				if st.LeaderEpoch != round || md.Topics["a"].StateVersions[p] != round {
+					t.Fatalf("round %d: after Refresh partition %d is %+v at version %d", round, p, st, md.Topics["a"].StateVersions[p])
+				}
+			}
+			if tm := md.Topics[name]; tm == nil || len(tm.States) != n {
+				t.Fatalf("round %d: after Refresh topic %s is %v", round, name, tm)
+			}
+		}
+		// Reload re-reads it all and finds the same.
+		before := v.Current()
+		if err := v.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		after := v.Current()
+		if len(after.Topics) != len(before.Topics) || after.Topics["a"].StateVersions[n-1] != 3 {
+			t.Fatalf("after Reload: %d topics, a's last version %d", len(after.Topics), after.Topics["a"].StateVersions[n-1])
+		}
 	})
 }

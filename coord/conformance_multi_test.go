@@ -1,7 +1,9 @@
 package coord
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strconv"
@@ -157,4 +159,43 @@ func testCASRace(t *testing.T, newSession newSessionFunc) {
 		t.Fatalf("counter %q version %d, want %d increments", data, st.Version, workers)
 	}
 	t.Logf("%d increments, %d version conflicts retried", workers, retries)
+}
+
+// testPipelined: many calls made at once through Pipeline on one handle each
+// get their own answer, and a failing one is Pipeline's error.
+func testPipelined(t *testing.T, newSession newSessionFunc) {
+	ctx := t.Context()
+	c, _ := newSession(t)
+	base := testBase(t, c)
+	const n = 500
+	err := Pipeline(ctx, n, 0, func(ctx context.Context, i int) error {
+		_, err := c.Create(ctx, fmt.Sprintf("%s/n%03d", base, i), []byte(strconv.Itoa(i)), 0)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, n)
+	err = Pipeline(ctx, n, 16, func(ctx context.Context, i int) error {
+		data, _, err := c.Get(ctx, fmt.Sprintf("%s/n%03d", base, i))
+		got[i] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		if g != strconv.Itoa(i) {
+			t.Fatalf("node %d holds %q", i, g)
+		}
+	}
+	err = Pipeline(ctx, n, 0, func(ctx context.Context, i int) error {
+		if i == n/2 {
+			_, _, err := c.Get(ctx, base+"/absent")
+			return err
+		}
+		_, _, err := c.Get(ctx, fmt.Sprintf("%s/n%03d", base, i))
+		return err
+	})
+	wantErr(t, "a pipeline with one read of an absent node", err, ErrNoNode)
 }

@@ -47,6 +47,8 @@ func runConformance(t *testing.T, newSession newSessionFunc) {
 		{"SessionLifecycle", testSessionLifecycle},
 		{"PathHelpers", testPathHelpers},
 		{"ContextCanceled", testContextCanceled},
+		{"Sync", testSync},
+		{"Pipelined", testPipelined},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newSession) })

@@ -3,6 +3,8 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -144,4 +146,61 @@ func testWatchesEndOnClose(t *testing.T, newSession newSessionFunc) {
 			t.Fatalf("after Close got %v, want Session(Closed)", ev)
 		}
 	}
+}
+
+// testSync: Sync returns only after the watches that changes made before it
+// fire have been called, whichever session made the change and however long
+// a WatchFunc takes; a closed handle's Sync fails with ErrClosed.
+func testSync(t *testing.T, newSession newSessionFunc) {
+	ctx := t.Context()
+	watcher, _ := newSession(t)
+	writer, _ := newSession(t)
+	base := testBase(t, writer)
+	p := mustCreate(t, writer, base+"/n", nil, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the handles close, whatever failed
+	var fired atomic.Bool
+	_, _, err := watcher.GetW(ctx, p, func(Event) {
+		close(entered)
+		<-release // a slow watcher: the one case where Sync has to wait
+		fired.Store(true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDone := make(chan error, 1)
+	go func() { _, err := writer.Set(ctx, p, []byte("x"), AnyVersion); setDone <- err }()
+	select {
+	case <-entered:
+	case <-time.After(waitFor):
+		t.Fatal("the watch was not called after the change")
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- watcher.Sync(ctx) }()
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync returned (%v) while a watch of an earlier change was still being called", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	free()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fired.Load() {
+			t.Fatal("Sync returned before the watch's function did")
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Sync did not return after the watch's function did")
+	}
+	if err := <-setDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "Sync after Close", watcher.Sync(ctx), ErrClosed)
 }

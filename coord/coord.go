@@ -220,6 +220,13 @@ func (s SessionState) String() string {
 // outcome is unknown, as with ErrConnectionLoss), or the handle is closed
 // (ErrClosed). Any of them may also fail with ErrConnectionLoss or ErrSessionExpired.
 //
+// Calls made at once from several goroutines are pipelined: a ZooKeeper handle
+// sends each request as soon as it is made, on its one connection, without
+// waiting for the answers before it, and the service answers them in order. So
+// n independent calls made together cost about one round trip plus the
+// service's work, where n calls one after another cost n round trips; Pipeline
+// runs a batch of them that way.
+//
 // A watch (GetW, ExistsW, ChildrenW) calls its WatchFunc exactly once, with one
 // Event. It is set only when the call succeeds; a failed call never calls it. Watches survive a disconnection within one session
 // (a change made meanwhile fires on reconnect); they end with EventSession when the
@@ -258,6 +265,19 @@ type Coordinator interface {
 	// Delete removes a node if its version equals version (AnyVersion matches all).
 	// Fails with ErrNoNode, ErrBadVersion, ErrNotEmpty, or ErrInvalidPath for "/".
 	Delete(ctx context.Context, path string, version int32) error
+
+	// Sync returns once this handle is as current as the service was when Sync
+	// was called: every change the service had applied by then (by any
+	// session) has called the WatchFuncs of this handle's watches that it
+	// fires, and reads made after Sync returns see it. A reader that keeps a
+	// watched copy (cluster.View) so catches up with a write it knows of,
+	// its own or another process's, without re-reading what did not change.
+	// ZooKeeper: a sync request, which the server answers only after every
+	// change committed before it, and after the notifications of those
+	// changes on the same connection. Within one connection only: a watch the
+	// client re-arms after a reconnect may fire after a Sync made at once;
+	// after StateDisconnected, a reader that must not miss a change re-reads.
+	Sync(ctx context.Context) error
 
 	// Multi applies ops atomically, in order, each seeing the effect of the ones
 	// before it: either all are applied or none is. On success it returns one

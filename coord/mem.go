@@ -48,6 +48,11 @@ type MemStore struct {
 	disk     *memDisk               // the files persisted to; nil for none
 	writeErr error                  // sticky: persisting failed, mutations are refused
 	closed   bool
+	// Watch deliveries: each batch of firings is numbered under mu and
+	// called after it is released; Sync waits for the numbers it saw.
+	deliveries uint64              // batches numbered so far
+	inflight   map[uint64]struct{} // numbered batches whose WatchFuncs are being called
+	delivered  sync.Cond           // on mu: broadcast as each batch ends
 }
 
 // NewMemStore returns a store, loading opts.Path when it is set. It fails if the file
@@ -57,10 +62,12 @@ func NewMemStore(opts MemOptions) (*MemStore, error) {
 		sessions: make(map[int64]*MemSession),
 		// Session IDs start from the clock so that IDs from an earlier run of the
 		// same store file are not handed out again.
-		lastID: time.Now().UnixMilli() << 16,
-		dataW:  make(map[string][]*memWatch),
-		childW: make(map[string][]*memWatch),
+		lastID:   time.Now().UnixMilli() << 16,
+		dataW:    make(map[string][]*memWatch),
+		childW:   make(map[string][]*memWatch),
+		inflight: make(map[uint64]struct{}),
 	}
+	m.delivered.L = &m.mu
 	if opts.Path == "" {
 		m.nodes = map[string]*memNode{"/": newMemNode(nil, 0, time.UnixMilli(0))}
 		return m, nil
@@ -200,8 +207,9 @@ func (m *MemStore) mutate(ctx context.Context, s *MemSession, name string, ops [
 		}
 	}
 	fired := m.firingsLocked(tx.events)
+	n := m.beginDeliveryLocked(fired)
 	m.mu.Unlock()
-	deliver(fired)
+	m.deliver(n, fired)
 	return results, nil
 }
 
@@ -357,6 +365,26 @@ func (s *MemSession) Delete(ctx context.Context, path string, version int32) err
 	return err
 }
 
+// Sync implements Coordinator. A change is applied under the store's lock
+// and its watches are called just after; Sync waits until every batch of
+// them numbered before it has been called.
+func (s *MemSession) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m := s.store
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	upTo := m.deliveries
+	for m.deliveringLocked(upTo) {
+		m.delivered.Wait()
+	}
+	return nil
+}
+
 // Multi implements Coordinator.
 func (s *MemSession) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	return s.store.mutate(ctx, s, "multi", ops, true)
@@ -397,8 +425,9 @@ func (s *MemSession) Expire() {
 	s.state = StateExpired
 	s.feed.push(StateExpired)
 	m.startSessionLocked(s)
+	n := m.beginDeliveryLocked(fired)
 	m.mu.Unlock()
-	deliver(fired)
+	m.deliver(n, fired)
 }
 
 // Close implements Coordinator.
@@ -412,8 +441,9 @@ func (s *MemSession) Close() error {
 	}
 	fired := m.endSessionLocked(s, StateClosed)
 	s.state = StateClosed
+	n := m.beginDeliveryLocked(fired)
 	m.mu.Unlock()
-	deliver(fired)
+	m.deliver(n, fired)
 	s.feed.close()
 	return nil
 }

@@ -231,12 +231,41 @@ func (m *MemStore) dropWatchesLocked(s *MemSession, why SessionState) []memFirin
 	return out
 }
 
-// deliver calls each firing's WatchFunc. It must be called without
-// MemStore.mu held.
-func deliver(fired []memFiring) {
+// beginDeliveryLocked numbers a batch of firings about to be delivered, for
+// Sync to wait for; 0 for none.
+func (m *MemStore) beginDeliveryLocked(fired []memFiring) uint64 {
+	if len(fired) == 0 {
+		return 0
+	}
+	m.deliveries++
+	m.inflight[m.deliveries] = struct{}{}
+	return m.deliveries
+}
+
+// deliver calls each firing's WatchFunc, then marks batch n delivered. It
+// must be called without MemStore.mu held.
+func (m *MemStore) deliver(n uint64, fired []memFiring) {
 	for _, f := range fired {
 		f.w.fn(f.ev)
 	}
+	if n == 0 {
+		return
+	}
+	m.mu.Lock()
+	delete(m.inflight, n)
+	m.delivered.Broadcast()
+	m.mu.Unlock()
+}
+
+// deliveringLocked reports whether a batch numbered upTo or lower is still
+// being delivered.
+func (m *MemStore) deliveringLocked(upTo uint64) bool {
+	for n := range m.inflight {
+		if n <= upTo {
+			return true
+		}
+	}
+	return false
 }
 
 // nowMillis is the current time at ZooKeeper's resolution.

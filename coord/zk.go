@@ -598,6 +598,22 @@ func (z *ZK) Delete(ctx context.Context, path string, version int32) error {
 	return nil
 }
 
+// Sync implements Coordinator: a sync request on the handle's root. The
+// client reads answers and notifications off the connection in order and
+// calls the WatchFuncs of a notification (onEvent) before it reads on, so
+// once the answer to the sync arrives every earlier notification's
+// functions have returned.
+func (z *ZK) Sync(ctx context.Context) error {
+	err := z.call(ctx, func() error {
+		_, err := z.conn.Sync(z.full("/"))
+		return err
+	})
+	if err != nil {
+		return opError("sync", "/", err)
+	}
+	return nil
+}
+
 // Multi implements Coordinator.
 func (z *ZK) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	if len(ops) == 0 {
