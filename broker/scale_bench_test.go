@@ -53,7 +53,7 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { z.Close() })
+			b.Cleanup(func() { _ = z.Close() })
 			return z
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -156,14 +156,14 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 		}
 		measure("drain", func() { setReg(1, true) }, func(md *cluster.Metadata) bool { return led(md, 1) == 0 })
 		measure("failback", func() { setReg(1, false) }, func(md *cluster.Metadata) bool { return led(md, 1) == moved })
-		measure("kill", func() { regs[1].Close() }, func(md *cluster.Metadata) bool {
+		measure("kill", func() { _ = regs[1].Close() }, func(md *cluster.Metadata) bool {
 			return led(md, 1) == 0 && inISR(md, 1) == 0
 		})
 		moved3 := led(obs.Current(), 3)
 		measure("failover", func() {
 			stopCtl()
-			ctlSess.Close()
-			regs[3].Close()
+			_ = ctlSess.Close()
+			_ = regs[3].Close()
 		}, func(md *cluster.Metadata) bool { return led(md, 3) == 0 })
 		start := time.Now()
 		fresh := cluster.NewView(dial(), log)
@@ -215,7 +215,7 @@ func BenchmarkStateWritesZK(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { z.Close() })
+		b.Cleanup(func() { _ = z.Close() })
 		ctl, view := controllerOn(b, z)
 		for t := 0; t < topics; t++ {
 			if err := ctl.createTopic(ctx, api.CreateTopicRequest{Name: fmt.Sprintf("t%02d", t), Partitions: perTopic, ReplicationFactor: 3}); err != nil {

@@ -103,7 +103,7 @@ func (c *loopCluster) Produce(_ context.Context, _ string, rec recordbatch.Recor
 	off := int64(-1)
 	for _, h := range rec.Headers {
 		if h.Key == api.DLTHeaderOffset {
-			fmt.Sscan(string(h.Value), &off)
+			_, _ = fmt.Sscan(string(h.Value), &off)
 		}
 	}
 	c.mu.Lock()
