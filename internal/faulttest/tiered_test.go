@@ -41,7 +41,10 @@ import (
 func TestTieredStorageFaults(t *testing.T) {
 	s3 := testsvc.S3(t)
 	c := Start(t, Options{S3: &s3, TierInterval: time.Second})
-	deadline := time.Now().Add(55 * time.Second) // the test's own bound, checked between steps
+	// The test's own bound, checked between steps. A loaded machine slows
+	// the load, and each cut below waits for a segment of p0 to close
+	// under it (32 KiB, about 140 records): give it the time.
+	deadline := time.Now().Add(90 * time.Second)
 	left := func(d time.Duration) time.Duration { return max(min(d, time.Until(deadline)), time.Second) }
 	c.Logf("tiered storage: bucket %s, prefix %s", s3.Bucket, c.S3Prefix)
 	const localRetention = 65536
@@ -114,7 +117,7 @@ func TestTieredStorageFaults(t *testing.T) {
 	before2 := c.WaitLeader(topic, 0, left(10*time.Second), nil)
 	l2 := before2.Leader
 	cut2 := c.Broker(l2).S3Link.CutOnRequest("HEAD", 0, p0Keys, ".log")
-	waitFired(c, cut2, left(15*time.Second), fmt.Sprintf("b%d to verify an upload", l2))
+	waitFired(c, cut2, left(30*time.Second), fmt.Sprintf("b%d to verify an upload", l2))
 	killed := time.Now()
 	c.Kill(l2)
 	c.Broker(l2).S3Link.Restore()
@@ -145,7 +148,7 @@ func TestTieredStorageFaults(t *testing.T) {
 		method, after = "HEAD", 0
 	}
 	cut3 := c.Broker(n).S3Link.CutOnRequest(method, after, p0Keys, ".log")
-	stall3 := waitFired(c, cut3, left(15*time.Second), fmt.Sprintf("b%d to upload", n))
+	stall3 := waitFired(c, cut3, left(30*time.Second), fmt.Sprintf("b%d to upload", n))
 	ends3 := remoteEnds(c, topic)
 	c.Restart(l2)
 	back := c.WaitLeader(topic, 0, left(30*time.Second), func(pi api.PartitionInfo) bool { return pi.Leader != n })
