@@ -65,6 +65,9 @@ func (c rcluster) produce(acks string, n int, tag string) (int, api.Code) {
 	defer resp.Body.Close()
 	var eb api.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	if eb.Error.Message != "" {
+		c.t.Logf("produce acks=%s %s: %d %s: %s", acks, tag, resp.StatusCode, eb.Error.Code, eb.Error.Message)
+	}
 	return resp.StatusCode, eb.Error.Code
 }
 
