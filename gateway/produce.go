@@ -605,11 +605,7 @@ func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks str
 		if err != nil {
 			return brokerapi.ProduceResult{}, err
 		}
-		var remaining time.Duration
-		if dl, ok := ctx.Deadline(); ok {
-			remaining = time.Until(dl)
-		}
-		return g.brokers.Produce(ctx, addr, topic, p, acks, remaining, st.LeaderEpoch, batch)
+		return g.brokers.Produce(ctx, addr, topic, p, acks, leaderTimeout(ctx), st.LeaderEpoch, batch)
 	})
 	if err != nil && brokerapi.NotSent(err) {
 		// Never reached a leader: say so with a code that means nothing
@@ -617,6 +613,19 @@ func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks str
 		return res, api.Errorf(api.CodeLeaderNotAvailable, "%s/%d: could not reach the leader: %v", topic, p, err)
 	}
 	return res, err
+}
+
+// leaderTimeout is the wait a produce asks of its leader: what is left of
+// ctx, at least a millisecond (a deadline that passed since the retry
+// looked is a timeout at the leader, not a malformed request: the broker
+// refuses a negative timeout_ms with INVALID_REQUEST); 0, the leader's
+// default, without a deadline.
+func leaderTimeout(ctx context.Context) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(dl), time.Millisecond)
 }
 
 // retry calls f until it succeeds, fails in a way ok says is not worth
@@ -634,6 +643,11 @@ func retry[T any](ctx context.Context, ok func(error) bool, f func() (T, error))
 			t.Stop()
 			return v, err
 		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			// Ended while waiting: the last answer stands, rather than an
+			// attempt with no time left.
+			return v, err
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
 	}

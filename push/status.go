@@ -1,6 +1,7 @@
 package push
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,7 +88,7 @@ func (r *subscriptionRun) statusChanged() {
 
 // snapshot is this pusher's status now.
 func (r *subscriptionRun) snapshot() PusherStatus {
-	st := PusherStatus{Instance: r.instance, UpdatedMs: time.Now().UnixMilli()}
+	st := PusherStatus{Instance: r.instance}
 	if m := r.member.Load(); m != nil {
 		st.Member = m.id
 	}
@@ -140,13 +141,16 @@ func (r *subscriptionRun) publishStatus(ctx context.Context) {
 				return
 			}
 		}
-		data := encodeStatus(r.snapshot())
-		if last != nil && sameStatus(last, data) {
+		// Compared without its time stamp: only a change is written.
+		st := r.snapshot()
+		key := encodeStatus(st)
+		if last != nil && bytes.Equal(last, key) {
 			continue
 		}
 		wrote = time.Now()
+		st.UpdatedMs = wrote.UnixMilli()
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := writeStatus(wctx, r.coord, path, data)
+		err := writeStatus(wctx, r.coord, r.cfg.Name, path, encodeStatus(st))
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -155,7 +159,7 @@ func (r *subscriptionRun) publishStatus(ctx context.Context) {
 			}
 			continue
 		}
-		last = data
+		last = key
 	}
 }
 
@@ -176,24 +180,14 @@ func encodeStatus(st PusherStatus) []byte {
 	return data
 }
 
-// sameStatus compares two encodings but for their time stamps.
-func sameStatus(a, b []byte) bool {
-	var x, y PusherStatus
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	x.UpdatedMs, y.UpdatedMs = 0, 0
-	ax, _ := json.Marshal(x)
-	by, _ := json.Marshal(y)
-	return string(ax) == string(by)
-}
-
-func writeStatus(ctx context.Context, c coord.Coordinator, path string, data []byte) error {
+// writeStatus sets a pusher's node, creating it (and its subscription's
+// directory) when it is not there.
+func writeStatus(ctx context.Context, c coord.Coordinator, name, path string, data []byte) error {
 	_, err := c.Set(ctx, path, data, coord.AnyVersion)
 	if !errors.Is(err, coord.ErrNoNode) {
 		return err
 	}
-	if err := coord.EnsurePath(ctx, c, statusDir(pathName(path))); err != nil {
+	if err := coord.EnsurePath(ctx, c, statusDir(name)); err != nil {
 		return err
 	}
 	_, err = c.Create(ctx, path, data, coord.Ephemeral)
@@ -201,17 +195,6 @@ func writeStatus(ctx context.Context, c coord.Coordinator, path string, data []b
 		_, err = c.Set(ctx, path, data, coord.AnyVersion)
 	}
 	return err
-}
-
-// pathName is the subscription name in a status node's path.
-func pathName(node string) string {
-	rest := node[len(StatusPath)+1:]
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '/' {
-			return rest[:i]
-		}
-	}
-	return rest
 }
 
 // ReadStatus returns the live status of every running pusher of name.
