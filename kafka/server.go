@@ -318,11 +318,13 @@ func (s *Server) Close() {
 	case <-t.C:
 	}
 	t.Stop()
-	s.cancel()
+	// The connections close before the requests' context ends, so a
+	// request cut here gets no answer written on its way out.
 	s.mu.Lock()
 	for c := range s.conns {
 		c.nc.Close()
 	}
 	s.mu.Unlock()
+	s.cancel()
 	s.conngs.Close()
 }
