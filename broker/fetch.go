@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/api/apihttp"
 	"github.com/sluice-io/sluice/brokerapi"
-	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/tier"
 )
@@ -105,82 +103,72 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if replica > 0 {
-		// A follower's fetch offset is its log end: the leader's view of it.
 		err = b.checkReplicaCaller(r.Context(), int32(replica))
-		if err == nil {
-			err = p.onFollowerFetch(int32(replica), offset, epoch)
-		}
-	} else if err = p.checkLeader(epoch); err == nil {
+	} else {
 		err = b.admitFetch(r)
 	}
 	if err != nil {
 		apihttp.WriteError(w, err)
 		return
 	}
-	if replica == 0 && offset < p.log.Offsets().LogStart {
-		if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
-			b.serveCold(w, r, p, seg, offset, maxBytes, maxRecords)
-			return
-		}
-	}
 	wait := time.Duration(waitMs) * time.Millisecond
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + time.Minute))
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-
-	var res commitlog.ReadResult
-	for {
-		o := p.log.Offsets()
-		limit := o.HighWatermark
-		if replica > 0 {
-			limit = o.LogEnd // followers copy what is not committed yet
-		}
-		res, err = p.log.ReadRecords(offset, maxBytes, limit, maxRecords)
-		if err != nil {
-			// Local retention may have moved the local start past offset
-			// since the check above: the object store has it now.
-			if replica == 0 && errors.Is(err, api.ErrOffsetOutOfRange) && offset < res.LogStart {
-				if seg, ok := b.coldSegment(r.Context(), p, offset); ok {
-					b.serveCold(w, r, p, seg, offset, maxBytes, maxRecords)
-					return
-				}
-			}
-			apihttp.WriteError(w, err)
-			return
-		}
-		if res.Size >= minBytes || ctx.Err() != nil {
-			break
-		}
-		res.Close()
-		// Nothing yet: sleep until the HW or the log end moves, or the wait ends.
-		if p.log.Wait(ctx, res.HighWatermark, res.LogEnd) != nil && r.Context().Err() != nil {
-			return // the client went away
-		}
+	res := b.FetchPartitions(r.Context(), FetchSpec{
+		ReplicaID: int32(replica), MaxWait: wait, MinBytes: minBytes, Cold: true,
+		Partitions: []FetchPartitionSpec{{Topic: p.Topic, Partition: p.ID, Offset: offset, LeaderEpoch: epoch, MaxBytes: maxBytes, MaxRecords: maxRecords}},
+	})
+	defer CloseFetched(res)
+	f := &res[0]
+	if f.Err != nil {
+		apihttp.WriteError(w, f.Err)
+		return
 	}
-	defer res.Close()
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
 	h := w.Header()
 	h.Set("Content-Type", api.ContentTypeBatches)
-	h.Set(api.HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
-	h.Set(api.HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
-	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(res.LogStart, 10))
-	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
-	if replica == 0 && res.Size > 0 {
-		b.traffic.fetched(offset, res.NextOffset, res.Size)
-		b.chargeFetch(r, res.Size)
+	h.Set(api.HeaderNextOffset, strconv.FormatInt(f.NextOffset, 10))
+	h.Set(api.HeaderHighWatermark, strconv.FormatInt(f.HighWatermark, 10))
+	logStart := f.LogStart
+	if f.Cold != nil {
+		logStart = p.positions().LogStartOffset
+	}
+	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(logStart, 10))
+	h.Set("Content-Length", strconv.FormatInt(f.Size, 10))
+	if replica == 0 && f.Size > 0 {
+		b.traffic.fetched(offset, f.NextOffset, f.Size)
+		b.chargeFetch(r, f.Size)
 		b.markDebt(h, r, quota.Fetch, quota.Request)
 	}
 	w.WriteHeader(http.StatusOK)
-	if res.Size == 0 {
-		return
+	if f.Size > 0 {
+		_ = writeFetched(w, f)
 	}
-	if _, err := res.File.Seek(res.Position, io.SeekStart); err != nil {
-		return // headers are out; the short body tells the client
+}
+
+// writeFetched writes a fetched partition's data to w: a local read goes
+// from the segment file to the socket with sendfile (the concrete *os.File
+// under an io.LimitReader is what lets (*net.TCPConn).ReadFrom pick it), a
+// cold read from the cached chunks as they are, without a joined copy.
+func writeFetched(w io.Writer, f *FetchedPartition) error {
+	if f.Cold != nil {
+		for _, piece := range f.Cold {
+			if _, err := w.Write(piece); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	src := io.Reader(res.File)
-	if f, ok := res.File.(*os.File); ok {
-		src = f // the concrete type is what lets ReadFrom pick sendfile
+	if _, err := f.Local.File.Seek(f.Local.Position, io.SeekStart); err != nil {
+		return err
 	}
-	_, _ = io.Copy(w, io.LimitReader(src, res.Size))
+	src := io.Reader(f.Local.File)
+	if file, ok := f.Local.File.(*os.File); ok {
+		src = file
+	}
+	_, err := io.Copy(w, io.LimitReader(src, f.Size))
+	return err
 }
 
 // coldSegment finds the remote segment holding offset, loading the records
@@ -198,41 +186,4 @@ func (b *Broker) coldSegment(ctx context.Context, p *Partition, offset int64) (t
 	}
 	segs, _ := p.tier.snapshot()
 	return tier.Covering(segs, offset)
-}
-
-// serveCold answers a fetch below the local log start from the object
-// store. The bytes come through the cold reader's cache, not sendfile,
-// written from the cached chunks as they are.
-func (b *Broker) serveCold(w http.ResponseWriter, r *http.Request, p *Partition, seg tier.RemoteSegment, offset, maxBytes, maxRecords int64) {
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	data, next, err := b.cold.ReadPieces(ctx, seg, offset, maxBytes, maxRecords)
-	if err != nil {
-		apihttp.WriteError(w, err)
-		return
-	}
-	if next == seg.Next {
-		// The consumer crosses into the next segment with its next fetch.
-		segs, _ := p.tier.snapshot()
-		if following, ok := tier.Covering(segs, next); ok {
-			b.cold.Prefetch(following)
-		}
-	}
-	pos := p.positions()
-	h := w.Header()
-	h.Set("Content-Type", api.ContentTypeBatches)
-	h.Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
-	h.Set(api.HeaderHighWatermark, strconv.FormatInt(pos.HighWatermark, 10))
-	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(pos.LogStartOffset, 10))
-	size := data.Len()
-	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	b.traffic.fetched(offset, next, size)
-	b.chargeFetch(r, size)
-	b.markDebt(h, r, quota.Fetch, quota.Request)
-	w.WriteHeader(http.StatusOK)
-	for _, piece := range data { // views of the cached chunks, not a joined copy
-		if _, err := w.Write(piece); err != nil {
-			return
-		}
-	}
 }

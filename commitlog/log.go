@@ -49,6 +49,7 @@ type Log struct {
 	unflushed  int64         // records appended since the last fsync
 	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval
 	hwCh       chan struct{} // closed and replaced whenever hw or the log end moves
+	watch      watchers      // woken with hwCh
 	hwSaved    int64         // the HW last written to the checkpoint file
 	closed     bool
 	truncs     uint64 // TruncateTo and ResetTo calls: a clean spanning one is abandoned
@@ -452,6 +453,7 @@ func (l *Log) startLocked() int64     { return l.segments[0].base }
 func (l *Log) notifyLocked() {
 	close(l.hwCh)
 	l.hwCh = make(chan struct{})
+	l.watch.wakeAll()
 }
 
 // Offsets is a snapshot of a log's positions.
@@ -607,8 +609,7 @@ func (l *Log) Close() error {
 			err = WriteFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
 		}
 	}
-	close(l.hwCh)
-	l.hwCh = make(chan struct{})
+	l.notifyLocked()
 	return errors.Join(err, l.closeSegments())
 }
 
