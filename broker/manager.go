@@ -280,12 +280,37 @@ func (m *manager) closeAll() error {
 		delete(m.parts, tp)
 	}
 	m.mu.Unlock()
-	var errs []error
-	for _, p := range parts {
-		p.stopRole()
-		if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-		}
+	// Each close fsyncs its segments and writes its checkpoints: one at a
+	// time, thousands of partitions took tens of seconds and a stopping
+	// broker outlived its drain timeout. closeWorkers at once keep the
+	// disk busy without a goroutine per partition.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next = make(chan *Partition)
+	)
+	for range min(closeWorkers, len(parts)) {
+		wg.Add(1)
+		go func() { // owned by closeAll, which waits for it
+			defer wg.Done()
+			for p := range next {
+				p.stopRole()
+				if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", p, err))
+					mu.Unlock()
+				}
+			}
+		}()
 	}
+	for _, p := range parts {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// closeWorkers is how many partitions closeAll stops and closes at once.
+const closeWorkers = 16
