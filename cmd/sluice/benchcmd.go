@@ -279,6 +279,7 @@ func benchSinkCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Records, "records", c.Records, "records in the topic")
 	fs.IntVar(&c.Size, "size", c.Size, "bytes of each record's value (random letters in a JSON object)")
 	fs.IntVar(&c.PollRecords, "poll-records", c.PollRecords, "records per sink poll")
+	fs.BoolVar(&c.JSONPolls, "json-polls", false, "sinks poll JSON records instead of raw batches")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds, each running the sink then the baseline")
 	fs.StringVar(&c.Redis, "redis", envOr("SLUICE_REDIS_URL", c.Redis), "redis: the Redis to write to (env SLUICE_REDIS_URL); keys under sluice-bench:")
 	s3 := addS3Flags(fs)
