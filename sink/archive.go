@@ -150,7 +150,7 @@ func appendArchiveLine(dst []byte, r Record) ([]byte, error) {
 // runes in its set decodes v rune by rune; an ASCII set and a search for
 // their common lead bytes run at memory speed.
 func htmlSpecial(v []byte) bool {
-	if bytes.IndexAny(v, "<>&") >= 0 {
+	if bytes.ContainsAny(v, "<>&") {
 		return true
 	}
 	for {
