@@ -199,6 +199,12 @@ type Broker struct {
 	peers   *brokerapi.Client
 	cold    *tier.ColdReader // nil without a bucket
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
+	// storageKick (cap 1) wakes the storage loop: a log failed. failed is
+	// the loop's last scan of failed logs, which the registration carries;
+	// failedRegistered is false until the registration holds it.
+	storageKick      chan struct{}
+	failed           atomic.Pointer[[]api.FailedLog]
+	failedRegistered atomic.Bool
 	recKick chan struct{}    // cap 1: reconcile now (a fence generation became live)
 	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
 	lag     groupLagState    // their groups' lag as last measured, for the metrics
@@ -303,6 +309,7 @@ func New(opts Options) (*Broker, error) {
 		b.cold = tier.NewColdReader(opts.Bucket, co)
 	}
 	b.isrKick = make(chan struct{}, 1)
+	b.storageKick = make(chan struct{}, 1)
 	b.handBacks.kick = make(chan struct{}, 1)
 	b.recKick = make(chan struct{}, 1)
 	b.groups.maxGroups = opts.MaxGroupsPerCoordinator
@@ -314,6 +321,7 @@ func New(opts Options) (*Broker, error) {
 		},
 		resign:     b.resign,
 		recovering: b.recovering,
+		logFailed:  b.kickStorage,
 		files:      commitlog.NewFilePool(opts.OpenSegmentFiles),
 		kickISR: func() {
 			select {
@@ -398,6 +406,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goLoop(runCtx, "retention", b.retentionLoop)
 	b.goLoop(runCtx, "cleaner", b.cleanerLoop)
 	b.goLoop(runCtx, "isr", b.isrLoop)
+	b.goLoop(runCtx, "storage", b.storageLoop)
 	b.goLoop(runCtx, "resign", b.resignLoop)
 	b.goLoop(runCtx, "hw-checkpoint", b.hwCheckpointLoop)
 	if b.opts.Bucket != nil {

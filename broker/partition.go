@@ -59,6 +59,9 @@ type partitionDeps struct {
 	recovering func(where string, f func()) bool
 	// files is where every partition log's segment descriptors come from.
 	files *commitlog.FilePool
+	// logFailed tells the storage loop that a log turned read-only; it
+	// returns at once (the log's lock is held).
+	logFailed func()
 }
 
 // Partition is one partition replica on this broker: its log and the role the
