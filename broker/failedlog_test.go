@@ -39,6 +39,7 @@ func TestFailedLogIsHandedOver(t *testing.T) {
 			t.Cleanup(func() { _ = osfs.Close() })
 			ffs = faultfs.New(osfs)
 			o.FS = ffs
+			o.FailedLogRecheck = time.Hour // the test asks for the recheck
 		}})
 	rc := rcluster{c, t}
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "df", Partitions: 3, ReplicationFactor: 3,
@@ -116,6 +117,38 @@ func TestFailedLogIsHandedOver(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The disk has room again: asked to, broker 1 probes it, opens the
+	// failed logs again through recovery, and its replicas serve again:
+	// the RF 1 partition with every record it acknowledged, the RF 3 one
+	// back in the ISR (its leader takes it back once it caught up).
+	resp, err := http.Post("http://"+c.Brokers[0].Addr()+"/internal/v1/storage/recheck", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("recheck: %d", resp.StatusCode)
+	}
+	testwait.Check(t, 20*time.Second, "broker 1's logs open again, its replicas in sync", func() error {
+		for _, name := range []string{"df", "solo"} {
+			for _, p := range topic(t, c.URL, name).Partitions {
+				if p.Offline || len(p.OfflineReplicas) > 0 || len(p.ISR) != len(p.Replicas) {
+					return fmt.Errorf("%s/%d: %+v", name, p.Partition, p)
+				}
+			}
+		}
+		getJSON(t, c.URL+"/v1/cluster", &ci)
+		for _, b := range ci.Brokers {
+			if len(b.FailedLogs) > 0 {
+				return fmt.Errorf("broker %d still reports %+v", b.ID, b.FailedLogs)
+			}
+		}
+		return nil
+	})
+	if code := produceTo(t, c.URL, "solo", solo, "healed"); code != http.StatusOK {
+		t.Fatalf("produce to the re-opened RF 1 partition: %d", code)
+	}
 }
 
 // offlineFor reports whether p lists broker's replica offline for a

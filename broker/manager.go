@@ -88,6 +88,29 @@ func (m *manager) topicPartitions(topic string) []*Partition {
 	return out
 }
 
+// dropFailed takes a partition whose log failed out of the map and closes
+// it, so that the next reconcile opens its log again through recovery (the
+// CRC-checked tail, a partial batch cut). Under reconcileMu: no reconcile
+// sees the partition half gone. It reports false when the partition is no
+// longer here or its log has not failed.
+func (m *manager) dropFailed(tp topicPartition) bool {
+	m.reconcileMu.Lock()
+	defer m.reconcileMu.Unlock()
+	m.mu.Lock()
+	p := m.parts[tp]
+	if p == nil || p.log.Err() == nil {
+		m.mu.Unlock()
+		return false
+	}
+	delete(m.parts, tp)
+	m.mu.Unlock()
+	p.stopRole()
+	if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+		m.log.Info("closed the failed log to open it again", "partition", p.String(), "err", err)
+	}
+	return true
+}
+
 // openFailures is a copy of the partitions the reconcile loop could not
 // open, with the error of the last try.
 func (m *manager) openFailures() map[topicPartition]error {

@@ -56,6 +56,7 @@ func (b *Broker) routes() http.Handler {
 	r.With(topic(auth.OpAlterConfigs)).Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
 	r.Get(brokerapi.PathHealth, b.handleHealth) // any signed node
 	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathDrain, b.handleDrain)
+	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathStorageRecheck, b.handleStorageRecheck)
 	r.With(cluster(auth.OpDescribe)).Get(brokerapi.PathStats, b.handleStats)
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.

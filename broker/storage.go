@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/api/apihttp"
+	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coord"
 )
@@ -35,13 +39,18 @@ const storageScanInterval = 2 * time.Second
 func (b *Broker) storageLoop(ctx context.Context) {
 	t := time.NewTicker(storageScanInterval)
 	defer t.Stop()
+	rechecks := map[topicPartition]*recheck{}
 	for {
+		force := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.storageKick:
+		case <-b.storageRecheck:
+			force = true
 		case <-t.C:
 		}
+		b.recheckFailed(rechecks, force)
 		now := b.scanFailedLogs()
 		was := b.failedLogs()
 		if slices.Equal(now, was) && b.failedRegistered.Load() {
@@ -174,4 +183,106 @@ func failedReplicas(md *cluster.Metadata) map[int32]map[string]string {
 func registrationJSON(reg api.BrokerRegistration) []byte {
 	b, _ := json.Marshal(reg)
 	return b
+}
+
+// Recovery without a restart. Each failed log's disk is probed on a
+// backoff (Options.FailedLogRecheck, 5 s, doubling to a minute): a file written, fsynced and removed
+// in the partition's directory. Once the probe passes, the failed log is
+// closed and dropped, and the reconcile loop opens it again through the
+// normal recovery path (the CRC-checked tail, a partial batch cut); the
+// replica then follows its leader (KIP-101 truncation applies) and the
+// leader's ISR loop takes it back once it caught up. A log that fails again
+// soon after (within recheckSettle) keeps its backoff, so a disk that is
+// still nearly full is not hammered. POST /internal/v1/storage/recheck
+// (sluice broker's operators) probes every failed log at once.
+
+// recheckSettle is how long a re-opened log must stay healthy for its
+// backoff to start over.
+const recheckSettle = 5 * time.Minute
+
+// recheck is the storage loop's backoff for one failed log.
+type recheck struct {
+	attempts int
+	next     time.Time // the next probe
+	reopened time.Time // the last re-open (zero: none)
+}
+
+func recheckBackoff(first time.Duration, attempts int) time.Duration {
+	return min(first<<min(attempts, 6), max(first, time.Minute))
+}
+
+// recheckFailed probes the disks of the failed logs whose time has come
+// (every one with force) and re-opens those that pass. Called by the
+// storage loop only, which owns rechecks.
+func (b *Broker) recheckFailed(rechecks map[topicPartition]*recheck, force bool) {
+	now := time.Now()
+	failed := map[topicPartition]bool{}
+	for _, f := range b.scanFailedLogs() {
+		tp := topicPartition{f.Topic, f.Partition}
+		failed[tp] = true
+		r := rechecks[tp]
+		if r == nil {
+			r = &recheck{next: now.Add(recheckBackoff(b.opts.FailedLogRecheck, 0))}
+			rechecks[tp] = r
+		}
+		if !force && now.Before(r.next) {
+			continue
+		}
+		r.attempts++
+		r.next = now.Add(recheckBackoff(b.opts.FailedLogRecheck, r.attempts))
+		dir := partitionDir(tp.topic, tp.id)
+		if err := b.probeDisk(dir); err != nil {
+			b.log.Debug("the failed log's disk is not healthy yet", "partition", dir, "err", err, "next_probe", r.next.Sub(now))
+			continue
+		}
+		b.log.Info("the failed log's disk passed its probe; opening the log again", "partition", dir, "attempt", r.attempts)
+		r.reopened = now
+		b.parts.dropFailed(tp) // an open failure has no partition to drop
+		b.kickReconcile()
+	}
+	for tp, r := range rechecks {
+		if !failed[tp] && now.Sub(r.reopened) > recheckSettle {
+			delete(rechecks, tp)
+		}
+	}
+}
+
+// probeFile is the file probeDisk writes in a partition's directory.
+const probeFile = ".disk-probe"
+
+// probeDisk writes 4 KiB to a new file in dir, fsyncs it and removes it:
+// whether the disk takes writes again.
+func (b *Broker) probeDisk(dir string) error {
+	name := dir + "/" + probeFile
+	if err := b.fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := b.fs.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteAt(make([]byte, 4096), 0)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	cerr := f.Close()
+	rerr := b.fs.Remove(name)
+	return errors.Join(werr, cerr, rerr)
+}
+
+// handleStorageRecheck is POST PathStorageRecheck: probe every failed log's
+// disk now and re-open those that pass (answered before the probes run).
+func (b *Broker) handleStorageRecheck(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case b.storageRecheck <- struct{}{}:
+	default:
+	}
+	apihttp.WriteJSON(w, http.StatusAccepted, brokerapi.StorageRecheckResult{FailedLogs: nonNilFailed(b.failedLogs())})
+}
+
+func nonNilFailed(f []api.FailedLog) []api.FailedLog {
+	if f == nil {
+		return []api.FailedLog{}
+	}
+	return f
 }

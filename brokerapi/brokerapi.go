@@ -3,7 +3,11 @@
 // call it. Record data crosses it as raw RecordBatch v2 bytes.
 package brokerapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
 
 // Routes of the internal API. {topic} and {partition} are path parameters.
 const (
@@ -18,6 +22,7 @@ const (
 	PathTopicConfig      = "/internal/v1/topics/{topic}/configs"
 	PathHealth           = "/internal/v1/health"
 	PathDrain            = "/internal/v1/drain"
+	PathStorageRecheck   = "/internal/v1/storage/recheck"
 	PathStats            = "/internal/v1/stats"
 )
 
@@ -110,6 +115,12 @@ type Stats struct {
 // TopicStatus answers PathTopicStatus: the partitions of a topic this broker holds.
 type TopicStatus struct {
 	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// StorageRecheckResult answers PathStorageRecheck: the failed logs as the
+// broker's last scan saw them, before the probes it started.
+type StorageRecheckResult struct {
+	FailedLogs []api.FailedLog `json:"failed_logs"`
 }
 
 // DrainResult answers PathDrain: the broker is shutting down and nothing it
