@@ -98,6 +98,16 @@ func TestFailedLogIsHandedOver(t *testing.T) {
 		}
 		return nil
 	})
+	// Broker 1 serves its healthy logs: ready, its storage degraded.
+	var h struct {
+		Ready            bool     `json:"ready"`
+		Storage          string   `json:"storage"`
+		FailedPartitions []string `json:"failed_partitions"`
+	}
+	getJSON(t, "http://"+c.Brokers[0].Addr()+"/readyz", &h)
+	if !h.Ready || h.Storage != "degraded" || len(h.FailedPartitions) == 0 {
+		t.Fatalf("broker 1's /readyz with a failed log: %+v", h)
+	}
 	var ci api.ClusterInfo
 	getJSON(t, c.URL+"/v1/cluster", &ci)
 	for _, b := range ci.Brokers {

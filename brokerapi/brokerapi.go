@@ -132,8 +132,12 @@ type DrainResult struct {
 
 // Health answers PathHealth.
 type Health struct {
-	BrokerID         int32    `json:"broker_id"`
-	Ready            bool     `json:"ready"`
-	Controller       bool     `json:"controller"`
+	BrokerID   int32 `json:"broker_id"`
+	Ready      bool  `json:"ready"`
+	Controller bool  `json:"controller"`
+	// Storage is "ok", "degraded" (some of the broker's logs failed; it
+	// serves the others, and the failed ones are handed over) or "failed"
+	// (every log it holds failed: not ready).
+	Storage          string   `json:"storage"`
 	FailedPartitions []string `json:"failed_partitions,omitempty"`
 }
