@@ -121,7 +121,11 @@ func appendArchiveLine(dst []byte, r Record) ([]byte, error) {
 		mark := len(dst)
 		dst = append(dst, `,"value":`...)
 		var buf bytes.Buffer
-		if len(r.Value) > 0 && json.Compact(&buf, r.Value) == nil {
+		compact := len(r.Value) > 0 && alreadyCompact(r.Value)
+		if compact {
+			buf = *bytes.NewBuffer(r.Value) // json.Compact's answer, without its cost
+		}
+		if compact || (len(r.Value) > 0 && json.Compact(&buf, r.Value) == nil) {
 			if v := buf.Bytes(); htmlSpecial(v) {
 				var esc bytes.Buffer
 				json.HTMLEscape(&esc, v)
