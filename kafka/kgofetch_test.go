@@ -14,7 +14,9 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
+	"github.com/sluice-io/sluice/tier"
 )
 
 // consumeN polls kc until n records came, and returns them by partition.
@@ -218,6 +220,50 @@ func TestKafkaFetchLeadersAndEpochs(t *testing.T) {
 	for i, r := range all {
 		if r.Offset != int64(i) || string(r.Value) != fmt.Sprint(i) {
 			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
+		}
+	}
+}
+
+// A franz-go consumer from the log start reads records that are only in
+// the object store any more (tiered, then trimmed by local retention) and
+// goes on into the local log: every record once, in order.
+func TestKgoConsumeFromTieredStorage(t *testing.T) {
+	cl := embedtest.Start(t, embedtest.Options{Brokers: 1, Kafka: true, Bucket: tier.NewMemory(), TierInterval: 50 * time.Millisecond})
+	hc, err := client.New(cl.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := hc.CreateTopic(ctx, api.CreateTopicRequest{Name: "cold", Partitions: 1, Configs: map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "8192", "local.retention.bytes": "16384",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	prod := newKgo(t, cl, kgo.ProducerLinger(0), kgo.MaxBufferedRecords(50), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const n = 1500
+	for i := range n {
+		prod.Produce(ctx, &kgo.Record{Topic: "cold", Value: []byte(fmt.Sprintf("%04d-%s", i, bytes.Repeat([]byte{'v'}, 80)))}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Check(t, 60*time.Second, "offset 300 only in the object store", func() error {
+		top, err := hc.GetTopic(ctx, "cold")
+		if err != nil {
+			return err
+		}
+		if p := top.Partitions[0]; p.LocalStartOffset <= 300 || p.LogStartOffset != 0 {
+			return fmt.Errorf("log start %d, local start %d", p.LogStartOffset, p.LocalStartOffset)
+		}
+		return nil
+	})
+	cons := newKgo(t, cl, kgo.ConsumeTopics("cold"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := consumeN(t, ctx, cons, n)[0]
+	for i, r := range got {
+		if r.Offset != int64(i) || !bytes.HasPrefix(r.Value, []byte(fmt.Sprintf("%04d-", i))) {
+			t.Fatalf("record %d: offset %d value %.10q", i, r.Offset, r.Value)
 		}
 	}
 }
