@@ -267,3 +267,47 @@ func TestKgoConsumeFromTieredStorage(t *testing.T) {
 		}
 	}
 }
+
+// The consumer byte-rate quota applies to Kafka fetches as to HTTP ones,
+// by client id: a fetch that leaves the quota in debt is answered in full
+// with throttle_time_ms, and the fetches during the debt get no records
+// and the wait that is left.
+func TestKafkaFetchQuota(t *testing.T) {
+	cl, hc := kafkaCluster(t, api.CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod := newKgo(t, cl, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := range 64 {
+		recs = append(recs, &kgo.Record{Topic: "orders", Value: bytes.Repeat([]byte{byte(i)}, 1000)})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.SetQuota(ctx, api.Quota{ClientID: "slow", ConsumerByteRate: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	slow := newKgo(t, cl, kgo.ClientID("slow"))
+	leader, epoch := leaderOf(t, ctx, slow, "orders", 0)
+	testwait.Check(t, 30*time.Second, "a throttled answer", func() error {
+		p, resp := fetchRaw(t, ctx, slow, leader, "orders", 0, 0, epoch)
+		if resp.ThrottleMillis == 0 {
+			return fmt.Errorf("throttle 0 with %d bytes", len(p.RecordBatches))
+		}
+		if p.ErrorCode != 0 || len(p.RecordBatches) < 32_000 {
+			t.Fatalf("the fetch that took the quota into debt: %v, %d bytes", kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches))
+		}
+		return nil
+	})
+	// franz-go itself waits out a throttle before its next request to the
+	// broker: ask through another client of the same client id.
+	p, resp := fetchRaw(t, ctx, newKgo(t, cl, kgo.ClientID("slow")), leader, "orders", 0, 0, epoch)
+	if p.ErrorCode != 0 || len(p.RecordBatches) != 0 || resp.ThrottleMillis <= 0 || p.HighWatermark != 64 {
+		t.Fatalf("during the debt: %v, %d bytes, throttle %d ms, hw %d", kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches), resp.ThrottleMillis, p.HighWatermark)
+	}
+	// Another client id is not throttled.
+	other := newKgo(t, cl)
+	if p, resp := fetchRaw(t, ctx, other, leader, "orders", 0, 0, epoch); len(p.RecordBatches) == 0 || resp.ThrottleMillis != 0 {
+		t.Fatalf("another client: %d bytes, throttle %d ms", len(p.RecordBatches), resp.ThrottleMillis)
+	}
+}
