@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/kafka"
 	"github.com/sluice-io/sluice/quota"
 )
@@ -142,10 +143,16 @@ func (k kafkaBackend) EpochEnd(_ context.Context, topic string, partition int32,
 		return kafka.EpochEndResult{}, err
 	}
 	e, end := p.log.EndOffsetForEpoch(epoch)
-	if e < 0 {
-		if lineage := p.log.Epochs(); len(lineage) > 0 && epoch >= 0 && epoch < lineage[0].Epoch {
-			return kafka.EpochEndResult{LeaderEpoch: epoch, EndOffset: lineage[0].StartOffset}, nil
-		}
-	}
+	e, end = olderEpochEnd(p.log.Epochs(), epoch, e, end)
 	return kafka.EpochEndResult{LeaderEpoch: e, EndOffset: end}, nil
+}
+
+// olderEpochEnd applies Kafka's answer for an epoch older than every one
+// in lineage to the log's own answer (e, end) for asked: that epoch, ending
+// where the oldest known one starts. Any other answer is kept.
+func olderEpochEnd(lineage []commitlog.EpochEntry, asked, e int32, end int64) (int32, int64) {
+	if e < 0 && asked >= 0 && len(lineage) > 0 && asked < lineage[0].Epoch {
+		return asked, lineage[0].StartOffset
+	}
+	return e, end
 }
