@@ -329,6 +329,16 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
+// Records shorter than sendfileMin are copied into the answer's buffer
+// with the encoded bytes around them, so that a fetch of many partitions
+// with a few small batches each goes out in one write, not a write and a
+// sendfile per partition; maxPending bounds what is gathered before a
+// write.
+const (
+	sendfileMin = 16 << 10
+	maxPending  = 256 << 10
+)
+
 // writeFetch writes a Fetch answer in pieces (see fetchAnswer) and closes
 // its records. dst is a buffer to encode into; the one used is returned.
 func (s *Server) writeFetch(w io.Writer, dst []byte, corr int32, a *fetchAnswer) ([]byte, error) {
@@ -343,22 +353,43 @@ func (s *Server) writeFetch(w io.Writer, dst []byte, corr int32, a *fetchAnswer)
 		return dst, err
 	}
 	_, plain := w.(*net.TCPConn)
+	var pending bytes.Buffer
+	flush := func() error {
+		if pending.Len() == 0 {
+			return nil
+		}
+		_, err := w.Write(pending.Bytes())
+		pending.Reset()
+		return err
+	}
 	for _, p := range pieces {
-		if _, err := w.Write(p.head); err != nil {
-			return dst, err
+		pending.Write(p.head)
+		size := p.rec.Len()
+		var n int64
+		if size < sendfileMin {
+			n, err = p.rec.WriteTo(&pending)
+		} else {
+			if err := flush(); err != nil {
+				return dst, err
+			}
+			n, err = p.rec.WriteTo(w)
+			if plain && p.rec.FromFile() {
+				s.sendfileBytes.Add(n)
+			}
 		}
-		n, err := p.rec.WriteTo(w)
 		s.fetchedBytes.Add(n)
-		if plain && p.rec.FromFile() {
-			s.sendfileBytes.Add(n)
-		}
 		if err != nil {
 			return dst, err
 		}
-		if n != p.rec.Len() {
-			return dst, fmt.Errorf("wrote %d bytes of records of %d", n, p.rec.Len())
+		if n != size {
+			return dst, fmt.Errorf("wrote %d bytes of records of %d", n, size)
+		}
+		if pending.Len() >= maxPending {
+			if err := flush(); err != nil {
+				return dst, err
+			}
 		}
 	}
-	_, err = w.Write(tail)
-	return dst, err
+	pending.Write(tail)
+	return dst, flush()
 }

@@ -195,10 +195,14 @@ func TestFetch(t *testing.T) {
 			t.Fatalf("backend asked %+v", last)
 		}
 		// The file's bytes count as sent from a file to a plaintext TCP
-		// connection: sendfile.
+		// connection (sendfile) when they are not copied with the rest.
 		st := s.Stats()
-		if want := int64(15 * (len(small) + len(fromFile))); st.FetchedBytes != want || st.SendfileBytes != int64(15*len(fromFile)) {
-			t.Fatalf("fetched %d (want %d), sendfile %d (want %d)", st.FetchedBytes, want, st.SendfileBytes, 15*len(fromFile))
+		wantSendfile := int64(0)
+		if len(fromFile) >= sendfileMin {
+			wantSendfile = int64(15 * len(fromFile))
+		}
+		if want := int64(15 * (len(small) + len(fromFile))); st.FetchedBytes != want || st.SendfileBytes != wantSendfile {
+			t.Fatalf("fetched %d (want %d), sendfile %d (want %d)", st.FetchedBytes, want, st.SendfileBytes, wantSendfile)
 		}
 	}
 }
@@ -311,7 +315,9 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 // An answer written in pieces, records from memory and from a file over a
 // TCP connection, is byte for byte what kmsg encodes with the records in
 // place, at a non-flexible and a flexible version, for record lengths
-// whose varint takes one, two and three bytes.
+// whose varint takes one, two and three bytes, records copied with the
+// rest or written alone (sendfile), and more small records than one write
+// gathers.
 func TestFetchPiecesAreKmsgEncoding(t *testing.T) {
 	s, err := New(Options{Backend: &fakeBackend{}})
 	if err != nil {
@@ -322,22 +328,39 @@ func TestFetchPiecesAreKmsgEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	many := make([]int, 60) // 60 partitions: a record of 10,000 bytes every other one
+	for i := range many {
+		if i%2 == 0 {
+			many[i] = 10_000
+		}
+	}
 	for _, v := range []int16{4, 11, 12, 18} {
-		for _, size := range []int{50, 300, 20000} {
+		for _, sizes := range [][]int{{50, 0, 51}, {300, 0, 301}, {20000, 0, 20001}, {300_000, 0, 300_001}, many} {
 			resp := kmsg.NewPtrFetchResponse()
 			resp.Version = v
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic, rt.TopicID = "orders", ordersID
-			for i := range 3 {
+			for i := range sizes {
 				p := kmsg.NewFetchResponseTopicPartition()
-				p.Partition, p.HighWatermark = int32(i), int64(size)
+				p.Partition, p.HighWatermark = int32(i), int64(i)
+				p.RecordBatches = []byte{}
 				rt.Partitions = append(rt.Partitions, p)
 			}
 			resp.Topics = append(resp.Topics, rt)
-			mem, onFile := randomBytes(size), randomBytes(size+1)
 			ps := resp.Topics[0].Partitions
-			a := &fetchAnswer{FetchResponse: resp, records: []fetchRecords{
-				{&ps[0], memRecords(mem)}, {&ps[2], &fileRecords{f: fileWith(t, onFile), n: int64(len(onFile))}}}}
+			a := &fetchAnswer{FetchResponse: resp}
+			data := make([][]byte, len(sizes))
+			for i, n := range sizes {
+				if n == 0 {
+					continue
+				}
+				data[i] = randomBytes(n)
+				var rec Records = memRecords(data[i])
+				if i%4 == 2 {
+					rec = &fileRecords{f: fileWith(t, data[i]), n: int64(n)}
+				}
+				a.records = append(a.records, fetchRecords{&ps[i], rec})
+			}
 			got := make(chan []byte, 1)
 			go func() {
 				c, err := ln.Accept()
@@ -358,9 +381,13 @@ func TestFetchPiecesAreKmsgEncoding(t *testing.T) {
 			}
 			nc.Close()
 			b := <-got
-			ps[0].RecordBatches, ps[2].RecordBatches = mem, onFile
+			for i := range sizes {
+				if data[i] != nil {
+					ps[i].RecordBatches = data[i]
+				}
+			}
 			if want := appendResponse(nil, 7, resp); !bytes.Equal(b, want) {
-				t.Fatalf("v%d, %d bytes: wrote %d bytes, kmsg encodes %d", v, size, len(b), len(want))
+				t.Fatalf("v%d, sizes %v: wrote %d bytes, kmsg encodes %d", v, sizes, len(b), len(want))
 			}
 		}
 	}
