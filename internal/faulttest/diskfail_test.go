@@ -47,7 +47,8 @@ const (
 // the views show every replica of broker 1 offline with storage_error and
 // ENOSPC, solo's partition offline. The tmpfs is grown to 256 MiB after
 // broker 1's first probe failed on the full disk: within 30 s broker 1 is
-// back in every ISR and leads solo's partition again, in the same process.
+// back in every ISR and leads solo's partition again, in the same process,
+// and then the df partitions it led (their preferred replica).
 // Nothing acknowledged is lost or stored twice, offsets are dense, and the
 // df replicas agree batch by batch.
 func TestDiskFullHandover(t *testing.T) {
@@ -255,6 +256,23 @@ func runDiskFailure(t *testing.T, c *Cluster, f diskFailure) {
 		t.Errorf("b%d runs as pid %d, not %d: it was restarted", failing, now, pid)
 	}
 
+	// The controller gives broker 1 back the leaderships it held (it is
+	// their preferred replica): its re-opened logs lead, with the
+	// idempotent producers' state they recovered.
+	c.WaitFor(fmt.Sprintf("b%d to lead %s %v again", failing, diskTopic, led), 30*time.Second, func() (bool, string) {
+		tp, err := c.Topic(diskTopic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range led {
+			if pi := tp.Partitions[p]; pi.Leader != failing {
+				return false, DescribePartitions(tp)
+			}
+		}
+		return true, ""
+	})
+	leadsAgain := time.Since(healed)
+
 	// Writes go on everywhere, broker 1's RF 1 partition included.
 	after := time.Now()
 	c.WaitFor("acknowledged writes to every partition after the rejoin", 20*time.Second, func() (bool, string) {
@@ -295,10 +313,10 @@ func runDiskFailure(t *testing.T, c *Cluster, f diskFailure) {
 	offline := c.GrepBrokerLog(failing, "replica offline: its log failed")
 	reopened := c.GrepBrokerLog(failing, "passed its probe; opening the log again")
 	t.Logf("figures: seed %d; b%d's first disk error %s; new leaders of %v %v after it, acks=all acknowledged again after %v, views %v; "+
-		"b%d's replicas offline %d, re-opened %d; back in every ISR %v after the repair; df: requests %d, records %d, missing %d, duplicates %d, moved %d; "+
+		"b%d's replicas offline %d, re-opened %d; back in every ISR %v after the repair, leading %v again after %v; df: requests %d, records %d, missing %d, duplicates %d, moved %d; "+
 		"%s/%d: acknowledged %d, lost %d, unknown %d",
 		c.Seed, failing, f.wantErr, led, handover.Round(time.Millisecond), produceBack.Round(time.Millisecond), views.Round(time.Millisecond),
-		failing, len(offline), len(reopened), rejoin.Round(time.Millisecond), r.Requests, r.Records, r.Missing, r.Duplicates, r.Moved,
+		failing, len(offline), len(reopened), rejoin.Round(time.Millisecond), led, leadsAgain.Round(time.Millisecond), r.Requests, r.Records, r.Missing, r.Duplicates, r.Moved,
 		soloTopic, soloP, hr.Acked, hr.Lost, hr.OpsUnknown)
 }
 
