@@ -218,6 +218,9 @@ func runDiskFailure(t *testing.T, c *Cluster, f diskFailure) {
 		t.Fatalf("after a failed probe: %s", status)
 	}
 	probed := c.GrepBrokerLog(failing, probeFailedLine)
+	if !strings.Contains(probed[0], f.wantErr) {
+		t.Errorf("b%d's probe failed for another reason than %q: %s", failing, f.wantErr, probed[0])
+	}
 	c.Logf("b%d's first failed probe %v after its first disk error: %s", failing, logTime(t, probed).Sub(t0).Round(time.Millisecond), probed[0])
 
 	healed := time.Now()
@@ -312,6 +315,9 @@ func runDiskFailure(t *testing.T, c *Cluster, f diskFailure) {
 	}
 	offline := c.GrepBrokerLog(failing, "replica offline: its log failed")
 	reopened := c.GrepBrokerLog(failing, "passed its probe; opening the log again")
+	if len(reopened) < len(dfParts)+1 {
+		t.Errorf("b%d re-opened %d logs after a passed probe, want its %d failed ones:\n  %s", failing, len(reopened), len(dfParts)+1, joinLines(reopened))
+	}
 	t.Logf("figures: seed %d; b%d's first disk error %s; new leaders of %v %v after it, acks=all acknowledged again after %v, views %v; "+
 		"b%d's replicas offline %d, re-opened %d; back in every ISR %v after the repair, leading %v again after %v; df: requests %d, records %d, missing %d, duplicates %d, moved %d; "+
 		"%s/%d: acknowledged %d, lost %d, unknown %d",
