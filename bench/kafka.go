@@ -315,4 +315,3 @@ func kafkaFetchCounters(ctx context.Context, cl *embedded.Cluster, brokers int) 
 	}
 	return out, nil
 }
-

@@ -72,8 +72,8 @@ type Options struct {
 	// leaves the ISR. Default 10 s (Kafka's replica.lag.time.max.ms is 30 s).
 	ReplicaLagTimeMax time.Duration
 	// FailedLogRecheck is the first wait before the disk of a failed log is
-	// probed to open the log again; it doubles per failed probe, up to a
-	// minute. Default 5 s.
+	// probed to open the log again; it doubles per failed probe, up to
+	// 20 s. Default 5 s.
 	FailedLogRecheck time.Duration
 	// SessionTimeout is the coordinator session timeout; a broker cut off from
 	// the coordinator this long stops acknowledging writes as leader, since

@@ -39,7 +39,7 @@ const storageScanInterval = 2 * time.Second
 func (b *Broker) storageLoop(ctx context.Context) {
 	t := time.NewTicker(storageScanInterval)
 	defer t.Stop()
-	rechecks := map[topicPartition]*recheck{}
+	rc := &rechecks{logs: map[topicPartition]*logRecheck{}}
 	for {
 		force := false
 		select {
@@ -50,7 +50,7 @@ func (b *Broker) storageLoop(ctx context.Context) {
 			force = true
 		case <-t.C:
 		}
-		b.recheckFailed(rechecks, force)
+		b.recheckFailed(rc, force)
 		now := b.scanFailedLogs()
 		was := b.failedLogs()
 		if slices.Equal(now, was) && b.failedRegistered.Load() {
@@ -185,78 +185,98 @@ func registrationJSON(reg api.BrokerRegistration) []byte {
 	return b
 }
 
-// Recovery without a restart. Each failed log's disk is probed on a
-// backoff (Options.FailedLogRecheck, 5 s, doubling to a minute): a file written, fsynced and removed
-// in the partition's directory. Once the probe passes, the failed log is
-// closed and dropped, and the reconcile loop opens it again through the
-// normal recovery path (the CRC-checked tail, a partial batch cut); the
-// replica then follows its leader (KIP-101 truncation applies) and the
-// leader's ISR loop takes it back once it caught up. A log that fails again
-// soon after (within recheckSettle) keeps its backoff, so a disk that is
-// still nearly full is not hammered. POST /internal/v1/storage/recheck
-// (sluice broker's operators) probes every failed log at once.
+// Recovery without a restart. While some logs are failed, the data
+// directory's disk is probed on a backoff (Options.FailedLogRecheck, 5 s,
+// doubling to recheckMaxWait): a file written, fsynced and removed at the
+// directory's root, one probe a turn however many logs failed. Once it
+// passes, every failed log is closed and dropped, and the reconcile loop
+// opens it again through the normal recovery path (the CRC-checked tail, a
+// partial batch cut); the replica then follows its leader (KIP-101
+// truncation applies) and the leader's ISR loop takes it back once it
+// caught up. A log that fails again soon after its re-open (within
+// recheckSettle) waits a backoff of its own before the next one, so a disk
+// that is still nearly full is not hammered. POST
+// /internal/v1/storage/recheck (sluice broker's operators) probes at once.
 
-// recheckSettle is how long a re-opened log must stay healthy for its
+// recheckMaxWait caps the wait between two probes: a repaired disk is seen
+// within it.
+const recheckMaxWait = 20 * time.Second
+
+// recheckSettle is how long a re-opened log must stay healthy for its own
 // backoff to start over.
 const recheckSettle = 5 * time.Minute
 
-// recheck is the storage loop's backoff for one failed log.
-type recheck struct {
-	attempts int
-	next     time.Time // the next probe
-	reopened time.Time // the last re-open (zero: none)
+// rechecks is the storage loop's probe state; only that loop touches it.
+type rechecks struct {
+	attempts int       // failed probes since the logs last were all healthy
+	next     time.Time // the next probe; zero: none due (no failed log)
+	logs     map[topicPartition]*logRecheck
+}
+
+// logRecheck is one log's re-open history.
+type logRecheck struct {
+	reopens int       // re-opens within recheckSettle of the one before
+	last    time.Time // the last re-open
 }
 
 func recheckBackoff(first time.Duration, attempts int) time.Duration {
-	return min(first<<min(attempts, 6), max(first, time.Minute))
+	return min(first<<min(attempts, 6), max(first, recheckMaxWait))
 }
 
-// recheckFailed probes the disks of the failed logs whose time has come
-// (every one with force) and re-opens those that pass. Called by the
-// storage loop only, which owns rechecks.
-func (b *Broker) recheckFailed(rechecks map[topicPartition]*recheck, force bool) {
+// recheckFailed probes the disk when its time has come (at once with
+// force) and re-opens the failed logs when it passes.
+func (b *Broker) recheckFailed(rc *rechecks, force bool) {
 	now := time.Now()
-	failed := map[topicPartition]bool{}
-	for _, f := range b.scanFailedLogs() {
+	failed := b.scanFailedLogs()
+	for tp, lr := range rc.logs {
+		if now.Sub(lr.last) > recheckSettle {
+			delete(rc.logs, tp)
+		}
+	}
+	if len(failed) == 0 {
+		rc.attempts, rc.next = 0, time.Time{}
+		return
+	}
+	if rc.next.IsZero() {
+		rc.next = now.Add(recheckBackoff(b.opts.FailedLogRecheck, 0))
+	}
+	if !force && now.Before(rc.next) {
+		return
+	}
+	if err := b.probeDisk(probeFile); err != nil {
+		rc.attempts++
+		rc.next = now.Add(recheckBackoff(b.opts.FailedLogRecheck, rc.attempts))
+		b.log.Debug("the failed log's disk is not healthy yet", "failed_logs", len(failed), "err", err, "next_probe", rc.next.Sub(now))
+		return
+	}
+	rc.attempts, rc.next = 0, now.Add(recheckBackoff(b.opts.FailedLogRecheck, 0))
+	for _, f := range failed {
 		tp := topicPartition{f.Topic, f.Partition}
-		failed[tp] = true
-		r := rechecks[tp]
-		if r == nil {
-			r = &recheck{next: now.Add(recheckBackoff(b.opts.FailedLogRecheck, 0))}
-			rechecks[tp] = r
+		lr := rc.logs[tp]
+		if lr == nil {
+			lr = &logRecheck{}
+			rc.logs[tp] = lr
 		}
-		if !force && now.Before(r.next) {
+		// A log that failed again soon after its last re-open waits its
+		// own backoff (unless asked).
+		if !force && lr.reopens > 0 && now.Sub(lr.last) < recheckBackoff(b.opts.FailedLogRecheck, lr.reopens) {
 			continue
 		}
-		r.attempts++
-		r.next = now.Add(recheckBackoff(b.opts.FailedLogRecheck, r.attempts))
 		dir := partitionDir(tp.topic, tp.id)
-		if err := b.probeDisk(dir); err != nil {
-			b.log.Debug("the failed log's disk is not healthy yet", "partition", dir, "err", err, "next_probe", r.next.Sub(now))
-			continue
-		}
-		b.log.Info("the failed log's disk passed its probe; opening the log again", "partition", dir, "attempt", r.attempts)
-		r.reopened = now
+		b.log.Info("the failed log's disk passed its probe; opening the log again", "partition", dir, "reopens", lr.reopens)
+		lr.reopens++
+		lr.last = now
 		b.parts.dropFailed(tp) // an open failure has no partition to drop
-		b.kickReconcile()
 	}
-	for tp, r := range rechecks {
-		if !failed[tp] && now.Sub(r.reopened) > recheckSettle {
-			delete(rechecks, tp)
-		}
-	}
+	b.kickReconcile()
 }
 
-// probeFile is the file probeDisk writes in a partition's directory.
+// probeFile is the file probeDisk writes at the data directory's root.
 const probeFile = ".disk-probe"
 
-// probeDisk writes 4 KiB to a new file in dir, fsyncs it and removes it:
+// probeDisk writes 4 KiB to a new file, name, fsyncs it and removes it:
 // whether the disk takes writes again.
-func (b *Broker) probeDisk(dir string) error {
-	name := dir + "/" + probeFile
-	if err := b.fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+func (b *Broker) probeDisk(name string) error {
 	f, err := b.fs.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
