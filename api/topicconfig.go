@@ -305,3 +305,11 @@ func ValidateTopicName(name string) error {
 	}
 	return nil
 }
+
+// ConfigDoc returns a known topic config's default and what it means. The
+// default is "" where it depends on the topic (min.insync.replicas, on the
+// replication factor).
+func ConfigDoc(name string) (def, doc string, ok bool) {
+	spec, ok := configSpecs[name]
+	return spec.def, spec.doc, ok
+}

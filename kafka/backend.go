@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 
+	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster"
 )
 
@@ -53,6 +54,21 @@ type Backend interface {
 	// InitProducerID issues a new idempotent producer id at epoch 0, from
 	// the same sequence the HTTP producers' ids come from.
 	InitProducerID(ctx context.Context) (id int64, epoch int16, err error)
+
+	// CreateTopic creates a topic through the cluster's controller, as the
+	// HTTP API does (the controller places the replicas); req has its
+	// partitions and replication factor set. validateOnly checks the name,
+	// the configs, the replication factor against the live brokers and
+	// that the topic does not exist yet, and creates nothing.
+	CreateTopic(ctx context.Context, req api.CreateTopicRequest, validateOnly bool) error
+
+	// DeleteTopic deletes a topic through the controller.
+	DeleteTopic(ctx context.Context, topic string) error
+
+	// AlterTopicConfig sets and deletes a topic's configs through the
+	// controller, checked as the HTTP API checks them; validateOnly checks
+	// and changes nothing.
+	AlterTopicConfig(ctx context.Context, topic string, req api.AlterTopicConfigRequest, validateOnly bool) error
 }
 
 // ProduceResult is a produced batch's place in its partition.

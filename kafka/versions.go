@@ -43,6 +43,10 @@ type servedAPI struct {
 //     refused).
 //   - OffsetForLeaderEpoch v0-v4, every version: franz-go asks it after a
 //     leader change whenever it is listed.
+//   - CreateTopics v0-v7, DeleteTopics v0-v6 (v6: by topic ID too),
+//     DescribeConfigs v0-v4, IncrementalAlterConfigs v0-v1: every version
+//     kmsg knows; the topic configs are the HTTP API's. AlterConfigs (the
+//     non-incremental one, which replaces every config) is not served.
 //   - DescribeCluster v0-v2.
 var served = []servedAPI{
 	{key: kmsg.Produce, min: 0, max: 13, handle: (*Server).handleProduce},
@@ -50,8 +54,12 @@ var served = []servedAPI{
 	{key: kmsg.ListOffsets, min: 0, max: 6, handle: (*Server).handleListOffsets},
 	{key: kmsg.Metadata, min: 0, max: 13, handle: (*Server).handleMetadata},
 	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
+	{key: kmsg.CreateTopics, min: 0, max: 7, handle: (*Server).handleCreateTopics},
+	{key: kmsg.DeleteTopics, min: 0, max: 6, handle: (*Server).handleDeleteTopics},
 	{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Server).handleInitProducerID},
 	{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: (*Server).handleOffsetForLeaderEpoch},
+	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
+	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }
 
