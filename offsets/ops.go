@@ -160,6 +160,11 @@ func checkKind(group, kind string) error {
 // so a partition never has two owners. Any change bumps m's epoch, and new
 // grants carry it.
 func reconcile(g *Group, m *Member) bool {
+	if m.Kind == api.MemberKindKafka {
+		// A Kafka member reads its partitions itself: it gives one up only
+		// by rejoining without it (reconcileClassic), leaving or expiring.
+		return false
+	}
 	changed := false
 	kept := m.Owned[:0:0]
 	for _, o := range m.Owned {
