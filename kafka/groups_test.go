@@ -612,3 +612,34 @@ func TestGroupsNotServed(t *testing.T) {
 		t.Fatalf("join: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
+
+// A static member (group.instance.id) joins without MEMBER_ID_REQUIRED; a
+// new incarnation with the same instance id takes its place and
+// partitions, and the old one is fenced.
+func TestJoinGroupStatic(t *testing.T) {
+	f := newFakeGroups()
+	c := dial(t, startGroupServer(t, f))
+	static := func() *kmsg.JoinGroupResponse {
+		req := joinReq(5, "g", "", subscription(1, []string{"orders"}, nil))
+		req.InstanceID = kmsg.StringPtr("host-1")
+		return c.roundTrip(req).(*kmsg.JoinGroupResponse)
+	}
+	first := static()
+	if first.ErrorCode != 0 || first.MemberID == "" {
+		t.Fatalf("first incarnation: %v %q", kerr.ErrorForCode(first.ErrorCode), first.MemberID)
+	}
+	second := static()
+	if second.ErrorCode != 0 || second.MemberID == first.MemberID || second.Generation <= first.Generation {
+		t.Fatalf("second incarnation: %+v after %+v", second, first)
+	}
+	sync := syncReq(3, "g", second.MemberID, second.Generation)
+	sync.InstanceID = kmsg.StringPtr("host-1")
+	if r := c.roundTrip(sync).(*kmsg.SyncGroupResponse); r.ErrorCode != 0 || len(assignment(t, r, 1)) != 2 {
+		t.Fatalf("second incarnation's sync: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	hb := heartbeatReq(3, "g", first.MemberID, first.Generation)
+	hb.InstanceID = kmsg.StringPtr("host-1")
+	if r := c.roundTrip(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != kerr.FencedInstanceID.Code {
+		t.Fatalf("first incarnation's heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

@@ -25,6 +25,9 @@ import (
 // once asked (its rebalance timeout, Java's max.poll.interval.ms).
 const MaxRebalanceTimeout = 30 * time.Minute
 
+// maxOwnedPartitions bounds the owned partitions a subscription may list.
+const maxOwnedPartitions = 100_000
+
 // ClassicJoinParams is a validated Kafka JoinGroup.
 type ClassicJoinParams struct {
 	Topics []string
@@ -74,7 +77,7 @@ func ValidateClassicJoin(req ClassicJoinRequest) (ClassicJoinParams, error) {
 	if len(req.InstanceID) > 249 {
 		return p, api.Errorf(api.CodeInvalidRequest, "group.instance.id is longer than 249 bytes")
 	}
-	if len(req.Owned) > 100_000 {
+	if len(req.Owned) > maxOwnedPartitions {
 		return p, api.Errorf(api.CodeInvalidRequest, "the subscription owns %d partitions", len(req.Owned))
 	}
 	p.SessionTimeout = time.Duration(req.SessionTimeoutMs) * time.Millisecond
@@ -173,10 +176,14 @@ func (s *State) JoinClassic(group, id string, p ClassicJoinParams, meta Metadata
 // rejoins once it let go); it gets the target partitions no other member
 // owns. Any change bumps its epoch, and new grants carry it.
 func reconcileClassic(g *Group, m *Member, reported []api.TopicPartition) {
+	still := make(map[api.TopicPartition]bool, len(reported))
+	for _, tp := range reported {
+		still[tp] = true
+	}
 	changed := false
 	kept := m.Owned[:0:0]
 	for _, o := range m.Owned {
-		if slices.Contains(m.Target, o.tp()) || slices.Contains(reported, o.tp()) {
+		if still[o.tp()] || slices.Contains(m.Target, o.tp()) {
 			kept = append(kept, o)
 		} else {
 			changed = true
