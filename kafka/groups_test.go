@@ -178,9 +178,14 @@ func (f *fakeGroups) httpHeartbeat(t *testing.T, group, id string) []api.TopicPa
 }
 
 // startGroupServer serves a fakeGroups on a loopback port.
-func startGroupServer(t *testing.T, be Backend) string {
+func startGroupServer(t *testing.T, be Backend, opts ...Options) string {
 	t.Helper()
-	s, err := New(Options{Backend: be, Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Backend, o.Logger = be, slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,5 +646,21 @@ func TestJoinGroupStatic(t *testing.T) {
 	hb.InstanceID = kmsg.StringPtr("host-1")
 	if r := c.roundTrip(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != kerr.FencedInstanceID.Code {
 		t.Fatalf("first incarnation's heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// With authentication required (and no mechanism served yet), a group
+// request closes the connection: groups cannot be joined, committed to or
+// described anonymously.
+func TestGroupsNeedAuth(t *testing.T) {
+	addr := startGroupServer(t, newFakeGroups(), Options{RequireAuth: true})
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.Version, find.CoordinatorKey = 2, "g"
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version, fetch.Group = 7, "g"
+	for _, req := range []kmsg.Request{find, joinReq(5, "g", "m", subscription(1, []string{"orders"}, nil)), fetch} {
+		c := dial(t, addr)
+		c.send(req)
+		c.closed()
 	}
 }
