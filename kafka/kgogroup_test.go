@@ -248,3 +248,104 @@ func TestKgoGroupWithHTTPMember(t *testing.T) {
 		}()...))
 	}
 }
+
+// commitSync commits offsets of "events" through franz-go's group member and
+// returns the first error, the per-partition ones included.
+func commitSync(ctx context.Context, kc *kgo.Client, offs map[int32]int64) error {
+	commit := map[string]map[int32]kgo.EpochOffset{"events": {}}
+	for p, o := range offs {
+		commit["events"][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	var out error
+	kc.CommitOffsetsSync(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		out = err
+		if err != nil {
+			return
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if e := kerr.ErrorForCode(rp.ErrorCode); e != nil {
+					out = fmt.Errorf("%s/%d: %w", rt.Topic, rp.Partition, e)
+				}
+			}
+		}
+	})
+	return out
+}
+
+// When the broker coordinating a group stops, another takes the group over
+// from the log: FindCoordinator names it, the franz-go member keeps its
+// partitions and goes on committing there, and what was committed before is
+// read back.
+func TestKgoGroupCoordinatorMoves(t *testing.T) {
+	cl, hc := kafkaCluster(t, api.CreateTopicRequest{Name: "events", Partitions: 2, ReplicationFactor: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// An HTTP call has the gateway create __consumer_offsets.
+	testwait.Check(t, 30*time.Second, "the offsets topic exists", func() error {
+		m, err := hc.JoinGroup(ctx, "warm-up", api.JoinGroupRequest{Topics: []string{"events"}})
+		if err != nil {
+			return err
+		}
+		return hc.LeaveGroup(ctx, "warm-up", m.MemberID)
+	})
+	h := &holders{t: t, by: map[int32]string{}}
+	kc := newKgo(t, cl, h.opts("kgo-1")...)
+	testwait.Check(t, 60*time.Second, "kgo-1 holds both partitions", func() error {
+		if got := h.held("kgo-1"); len(got) != 2 {
+			return fmt.Errorf("kgo-1 holds %v", got)
+		}
+		return nil
+	})
+	if err := commitSync(ctx, kc, map[int32]int64{0: 5, 1: 6}); err != nil {
+		t.Fatal(err)
+	}
+	coordinator := func() (int32, error) {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKeys = []string{"mixed"}
+		resp, err := req.RequestWith(ctx, kc)
+		if err != nil {
+			return -1, err
+		}
+		if len(resp.Coordinators) != 1 {
+			return -1, fmt.Errorf("%d coordinators", len(resp.Coordinators))
+		}
+		c := resp.Coordinators[0]
+		return c.NodeID, kerr.ErrorForCode(c.ErrorCode)
+	}
+	old, err := coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.StopBroker(int(old))
+	testwait.Check(t, 60*time.Second, "another broker coordinates the group", func() error {
+		id, err := coordinator()
+		if err == nil && id == old {
+			return fmt.Errorf("broker %d still named", id)
+		}
+		return err
+	})
+	testwait.Check(t, 60*time.Second, "kgo-1 commits at the new coordinator", func() error {
+		return commitSync(ctx, kc, map[int32]int64{0: 7})
+	})
+	if got := h.held("kgo-1"); len(got) != 2 {
+		t.Fatalf("kgo-1 holds %v after the move", got)
+	}
+	freq := kmsg.NewPtrOffsetFetchRequest()
+	fg := kmsg.NewOffsetFetchRequestGroup()
+	fg.Group = "mixed"
+	freq.Groups = append(freq.Groups, fg)
+	fresp, err := freq.RequestWith(ctx, kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]int64{}
+	for _, rt := range fresp.Groups[0].Topics {
+		for _, p := range rt.Partitions {
+			got[p.Partition] = p.Offset
+		}
+	}
+	if got[0] != 7 || got[1] != 6 {
+		t.Fatalf("committed after the move: %v", got)
+	}
+}
