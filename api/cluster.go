@@ -15,7 +15,31 @@ type BrokerRegistration struct {
 	// replicas before it stops (a controlled shutdown): the controller moves
 	// them away and elects no new leader on it, while it stays in the ISRs.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
+	// FailedLogs are the replicas on this broker whose log a disk error made
+	// read-only (or that could not be opened): the controller takes their
+	// leaderships away and drops them from the ISRs at once, without
+	// waiting for the lag timeout.
+	FailedLogs []FailedLog `json:"failed_logs,omitempty"`
 }
+
+// FailedLog is one replica a broker can no longer write.
+type FailedLog struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Reason is ReasonStorageError.
+	Reason string `json:"reason"`
+	// Error is the disk error's text.
+	Error string `json:"error"`
+}
+
+// Reasons a replica is offline (OfflineReplica.Reason, FailedLog.Reason).
+const (
+	// ReasonStorageError: the replica's log is read-only after a disk error
+	// (ENOSPC, EIO) or could not be opened.
+	ReasonStorageError = "storage_error"
+	// ReasonBrokerDown: the replica's broker is not registered.
+	ReasonBrokerDown = "broker_down"
+)
 
 // ControllerRegistration is the data of /controller (ephemeral).
 type ControllerRegistration struct {

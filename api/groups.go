@@ -233,3 +233,36 @@ type GroupSummary struct {
 type GroupList struct {
 	Groups []GroupSummary `json:"groups"`
 }
+
+// ContentTypeGroupBatches is a raw group poll's answer (GET
+// /v1/groups/{group}/members/{member}/batches): a 4-byte big-endian length,
+// that many bytes of GroupBatchesMeta as JSON, then each partition's
+// RecordBatch v2 bytes in the meta's order, GroupBatchesPart.Bytes each.
+const ContentTypeGroupBatches = "application/vnd.sluice.group-batches"
+
+// MaxGroupBatchesMeta bounds a raw group poll's meta, which a reader checks
+// before it allocates.
+const MaxGroupBatchesMeta = 16 << 20
+
+// GroupBatchesMeta is the JSON head of a raw group poll: the poll's cursor,
+// epoch, assignment and grants as GroupPollResponse has them, and where
+// each partition's bytes start and end.
+type GroupBatchesMeta struct {
+	Cursor      string             `json:"cursor"`
+	MemberEpoch int32              `json:"member_epoch"`
+	Assignment  []TopicPartition   `json:"assignment"`
+	Grants      []PartitionGrant   `json:"grants"`
+	Partitions  []GroupBatchesPart `json:"partitions"`
+}
+
+// GroupBatchesPart is one partition's share of a raw group poll. Its
+// batches are whole: the first may hold records before From, which a
+// reader skips; the cursor's position for the partition is NextOffset.
+type GroupBatchesPart struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	From          int64  `json:"from"`
+	NextOffset    int64  `json:"next_offset"`
+	HighWatermark int64  `json:"high_watermark"`
+	Bytes         int64  `json:"bytes"`
+}

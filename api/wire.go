@@ -57,6 +57,9 @@ type BrokerStatus struct {
 	ProducedBytes   int64 `json:"produced_bytes"`
 	FetchedRecords  int64 `json:"fetched_records"`
 	FetchedBytes    int64 `json:"fetched_bytes"`
+	// FailedLogs are the broker's replicas whose log failed (its
+	// registration's), empty when every log is healthy.
+	FailedLogs []FailedLog `json:"failed_logs"`
 }
 
 // CreateTopicRequest is the body of POST /v1/topics.
@@ -78,6 +81,15 @@ type Topic struct {
 // TopicList answers GET /v1/topics.
 type TopicList struct {
 	Topics []Topic `json:"topics"`
+}
+
+// OfflineReplica is a replica of a partition that cannot serve.
+type OfflineReplica struct {
+	Broker int32 `json:"broker"`
+	// Reason is ReasonBrokerDown or ReasonStorageError.
+	Reason string `json:"reason"`
+	// Error is the disk error, for ReasonStorageError.
+	Error string `json:"error,omitempty"`
 }
 
 // PartitionInfo is one partition's placement and positions.
@@ -102,6 +114,9 @@ type PartitionInfo struct {
 	// does not tier). -1 when not known.
 	LocalBytes  int64 `json:"local_bytes"`
 	RemoteBytes int64 `json:"remote_bytes"`
+	// OfflineReplicas are the replicas that can serve nothing: their broker
+	// is down, or their log failed (the reason and the error).
+	OfflineReplicas []OfflineReplica `json:"offline_replicas"`
 	// Followers is the leader's view of each other replica's log end; a
 	// replica behind the leader's log end is lagging, one missing from the
 	// ISR is out of sync. Empty when the leader did not answer.

@@ -37,6 +37,9 @@ type SinkOptions struct {
 	Size int
 	// PollRecords is records per sink poll. Default 2,000.
 	PollRecords int
+	// JSONPolls makes the sinks poll JSON records instead of raw batches
+	// (sink.Options.JSONPolls), to compare the two.
+	JSONPolls bool
 	// Rounds, each running the sink and then the baseline. Default 3.
 	Rounds int
 	// Redis, for SinkRedis, is the URL of the Redis to write to; keys go
@@ -189,7 +192,7 @@ func runSinkToEnd(ctx context.Context, c SinkOptions, store sink.Store, group st
 	}
 	defer cl.Close()
 	s, err := sink.New(cl, sink.Options{Group: group, Topics: []string{c.Topic}, Store: store, MaxRecords: c.PollRecords,
-		MaxWait: 100 * time.Millisecond, LagInterval: -1,
+		MaxWait: 100 * time.Millisecond, LagInterval: -1, JSONPolls: c.JSONPolls,
 		Logger: warnLogger()})
 	if err != nil {
 		return 0, sink.Stats{}, err

@@ -45,6 +45,9 @@ type WSOptions struct {
 	// Hold is how long the consumers stay open before memory is measured.
 	// Default 3 s.
 	Hold time.Duration
+	// HeapProfile, when set, is a file the process's heap profile is
+	// written to while the consumers are open, after the measurement.
+	HeapProfile string
 	// Binary is the sluice binary whose `sluice bench ws --client` opens
 	// the consumers in a child process. Default: this process's executable.
 	Binary string
@@ -130,6 +133,11 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	}
 	time.Sleep(o.Hold)
 	during := measureProcess()
+	if o.HeapProfile != "" {
+		if err := writeProfile("heap", o.HeapProfile); err != nil {
+			return err
+		}
+	}
 	lat, err := probeLatency(ctx, url, probe, 10)
 	if err != nil {
 		return err

@@ -8,10 +8,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/sluice-io/sluice/internal/httpserve"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/internal/gogroup"
+	"github.com/sluice-io/sluice/internal/httpserve"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/tier"
@@ -70,6 +71,10 @@ type Options struct {
 	// ReplicaLagTimeMax: a follower that has not caught up for this long
 	// leaves the ISR. Default 10 s (Kafka's replica.lag.time.max.ms is 30 s).
 	ReplicaLagTimeMax time.Duration
+	// FailedLogRecheck is the first wait before the disk of a failed log is
+	// probed to open the log again; it doubles per failed probe, up to a
+	// minute. Default 5 s.
+	FailedLogRecheck time.Duration
 	// SessionTimeout is the coordinator session timeout; a broker cut off from
 	// the coordinator this long stops acknowledging writes as leader, since
 	// the controller may have moved leadership. Default 6 s.
@@ -158,6 +163,9 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FailedLogRecheck == 0 {
+		o.FailedLogRecheck = 5 * time.Second
+	}
 	if o.ReplicaLagTimeMax == 0 {
 		o.ReplicaLagTimeMax = 10 * time.Second
 	}
@@ -199,12 +207,19 @@ type Broker struct {
 	peers   *brokerapi.Client
 	cold    *tier.ColdReader // nil without a bucket
 	isrKick chan struct{}    // cap 1: a leader partition may need an ISR change
-	recKick chan struct{}    // cap 1: reconcile now (a fence generation became live)
-	groups  groupHost        // consumer-group coordinators of the __consumer_offsets partitions here
-	lag     groupLagState    // their groups' lag as last measured, for the metrics
-	traffic traffic          // produce and consumer-fetch counters (stats route, metrics)
-	quotas  brokerQuotas     // client quotas: the watched config and its buckets
-	kafka   kafkaListener    // the Kafka protocol listener (kafkabackend.go); zero when off
+	// storageKick (cap 1) wakes the storage loop: a log failed. failed is
+	// the loop's last scan of failed logs, which the registration carries;
+	// failedRegistered is false until the registration holds it.
+	storageKick      chan struct{}
+	storageRecheck   chan struct{} // cap 1: probe every failed log's disk now
+	failed           atomic.Pointer[[]api.FailedLog]
+	failedRegistered atomic.Bool
+	recKick          chan struct{} // cap 1: reconcile now (a fence generation became live)
+	groups           groupHost     // consumer-group coordinators of the __consumer_offsets partitions here
+	lag              groupLagState // their groups' lag as last measured, for the metrics
+	traffic          traffic       // produce and consumer-fetch counters (stats route, metrics)
+	quotas           brokerQuotas  // client quotas: the watched config and its buckets
+	kafka            kafkaListener // the Kafka protocol listener (kafkabackend.go); zero when off
 
 	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
 	authRefused authRefusals
@@ -303,17 +318,20 @@ func New(opts Options) (*Broker, error) {
 		b.cold = tier.NewColdReader(opts.Bucket, co)
 	}
 	b.isrKick = make(chan struct{}, 1)
+	b.storageKick = make(chan struct{}, 1)
+	b.storageRecheck = make(chan struct{}, 1)
 	b.handBacks.kick = make(chan struct{}, 1)
 	b.recKick = make(chan struct{}, 1)
 	b.groups.maxGroups = opts.MaxGroupsPerCoordinator
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
-		alive: func(id int32) bool {
-			_, ok := b.view.Current().Brokers[id]
-			return ok
+		inSyncable: func(id int32, topic string, partition int32) bool {
+			reg, ok := b.view.Current().Brokers[id]
+			return ok && !slices.ContainsFunc(reg.FailedLogs, func(f api.FailedLog) bool { return f.Topic == topic && f.Partition == partition })
 		},
 		resign:     b.resign,
 		recovering: b.recovering,
+		logFailed:  b.kickStorage,
 		files:      commitlog.NewFilePool(opts.OpenSegmentFiles),
 		kickISR: func() {
 			select {
@@ -398,6 +416,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.goLoop(runCtx, "retention", b.retentionLoop)
 	b.goLoop(runCtx, "cleaner", b.cleanerLoop)
 	b.goLoop(runCtx, "isr", b.isrLoop)
+	b.goLoop(runCtx, "storage", b.storageLoop)
 	b.goLoop(runCtx, "resign", b.resignLoop)
 	b.goLoop(runCtx, "hw-checkpoint", b.hwCheckpointLoop)
 	if b.opts.Bucket != nil {

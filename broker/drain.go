@@ -54,8 +54,8 @@ func (b *Broker) Drain(ctx context.Context) (held int, err error) {
 
 // registration is this broker's /brokers/ids/{id} data.
 func (b *Broker) registration() []byte {
-	reg, _ := json.Marshal(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, KafkaAddress: b.kafka.addr, ShuttingDown: b.shuttingDown.Load()})
-	return reg
+	return registrationJSON(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, KafkaAddress: b.kafka.addr,
+		ShuttingDown: b.shuttingDown.Load(), FailedLogs: b.failedLogs()})
 }
 
 // markShuttingDown rewrites the registration with the shutting-down mark, at

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,6 +84,7 @@ func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, p
 		was    []int32
 	)
 	ahead := map[partitionKey]int32{}
+	failedLogs := failedReplicas(md)
 	for _, name := range md.TopicNames() {
 		tm := md.Topics[name]
 		cfg, _ := api.ParseTopicConfig(tm.Record.Configs, len(firstOr(tm.Record.Replicas)))
@@ -95,7 +97,11 @@ func (ctl *controller) electLeaders(ctx context.Context, md *cluster.Metadata, p
 				ahead[key] = v
 				continue
 			}
-			next, change := decideLeader(tm.States[p], replicas, md.Brokers, cfg.UncleanElection, preferred)
+			live := md.Brokers
+			if failedLogs != nil {
+				live = withoutFailed(md.Brokers, failedLogs, partitionDir(name, int32(p)), replicas)
+			}
+			next, change := decideLeader(tm.States[p], replicas, live, cfg.UncleanElection, preferred)
 			if !change {
 				continue
 			}
@@ -168,6 +174,10 @@ type partitionKey struct {
 // is passed over: a leadership it holds moves to the first live ISR member
 // that is not shutting down (new epoch), none is given to it, and it leads
 // only when no other ISR member is alive (it is better than offline).
+//
+// A broker whose replica of the partition failed (its registration's
+// failed_logs) is left out of live by the caller (withoutFailed): for that
+// partition it is dead.
 func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.BrokerRegistration, unclean, preferred bool) (api.PartitionState, bool) {
 	alive := func(id int32) bool { _, ok := live[id]; return ok }
 	eligible := func(id int32) bool { reg, ok := live[id]; return ok && !reg.ShuttingDown }
@@ -219,4 +229,24 @@ func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.Br
 		next.Leader, next.LeaderEpoch = -1, st.LeaderEpoch+1
 	}
 	return next, true
+}
+
+// withoutFailed is live without the brokers whose replica of partition dir
+// failed (failedReplicas): for the election of that partition such a
+// replica is as good as dead. live itself when none of replicas failed.
+func withoutFailed(live map[int32]api.BrokerRegistration, failed map[int32]map[string]string, dir string, replicas []int32) map[int32]api.BrokerRegistration {
+	var out map[int32]api.BrokerRegistration
+	for _, id := range replicas {
+		if _, bad := failed[id][dir]; !bad {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(live)
+		}
+		delete(out, id)
+	}
+	if out == nil {
+		return live
+	}
+	return out
 }

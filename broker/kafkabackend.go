@@ -177,6 +177,10 @@ var (
 		"Open connections of the Kafka listener.", nil, nil)
 	descKafkaRefused = prometheus.NewDesc("sluice_broker_kafka_connections_refused_total",
 		"Kafka connections closed at once by max.connections or max.connections.per.ip.", nil, nil)
+	descKafkaFetched = prometheus.NewDesc("sluice_broker_kafka_fetch_bytes_total",
+		"Record bytes written in the Kafka listener's Fetch answers.", nil, nil)
+	descKafkaSendfile = prometheus.NewDesc("sluice_broker_kafka_fetch_sendfile_bytes_total",
+		"Record bytes of Fetch answers copied from a segment file to a plaintext TCP connection, which Linux sends with sendfile.", nil, nil)
 )
 
 // kafkaCollector exports the Kafka listener's counters, when it runs.
@@ -185,6 +189,8 @@ type kafkaCollector struct{ b *Broker }
 func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKafkaConns
 	ch <- descKafkaRefused
+	ch <- descKafkaFetched
+	ch <- descKafkaSendfile
 }
 
 func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
@@ -194,4 +200,6 @@ func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.b.kafka.srv.Stats()
 	ch <- prometheus.MustNewConstMetric(descKafkaConns, prometheus.GaugeValue, float64(st.Connections))
 	ch <- prometheus.MustNewConstMetric(descKafkaRefused, prometheus.CounterValue, float64(st.Refused))
+	ch <- prometheus.MustNewConstMetric(descKafkaFetched, prometheus.CounterValue, float64(st.FetchedBytes))
+	ch <- prometheus.MustNewConstMetric(descKafkaSendfile, prometheus.CounterValue, float64(st.SendfileBytes))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,12 +48,13 @@ type manager struct {
 
 	mu       sync.RWMutex // guards the fields below
 	parts    map[topicPartition]*Partition
-	fenceGen uint64 // coordinator disconnections so far
-	liveGen  uint64 // the latest fence generation whose metadata was re-read live
+	fenceGen uint64                   // coordinator disconnections so far
+	liveGen  uint64                   // the latest fence generation whose metadata was re-read live
+	openErrs map[topicPartition]error // replicas assigned here whose log could not be opened
 }
 
 func newManager(self int32, fsys commitlog.FS, log *slog.Logger, deps *partitionDeps) *manager {
-	return &manager{self: self, fs: fsys, log: log, deps: deps, parts: map[topicPartition]*Partition{}}
+	return &manager{self: self, fs: fsys, log: log, deps: deps, parts: map[topicPartition]*Partition{}, openErrs: map[topicPartition]error{}}
 }
 
 // get returns a local partition or the error a client should see.
@@ -84,6 +86,37 @@ func (m *manager) topicPartitions(topic string) []*Partition {
 		}
 	}
 	return out
+}
+
+// dropFailed takes a partition whose log failed out of the map and closes
+// it, so that the next reconcile opens its log again through recovery (the
+// CRC-checked tail, a partial batch cut). Under reconcileMu: no reconcile
+// sees the partition half gone. It reports false when the partition is no
+// longer here or its log has not failed.
+func (m *manager) dropFailed(tp topicPartition) bool {
+	m.reconcileMu.Lock()
+	defer m.reconcileMu.Unlock()
+	m.mu.Lock()
+	p := m.parts[tp]
+	if p == nil || p.log.Err() == nil {
+		m.mu.Unlock()
+		return false
+	}
+	delete(m.parts, tp)
+	m.mu.Unlock()
+	p.stopRole()
+	if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+		m.log.Info("closed the failed log to open it again", "partition", p.String(), "err", err)
+	}
+	return true
+}
+
+// openFailures is a copy of the partitions the reconcile loop could not
+// open, with the error of the last try.
+func (m *manager) openFailures() map[topicPartition]error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.openErrs)
 }
 
 func (m *manager) all() []*Partition {
@@ -123,11 +156,17 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 			m.mu.RUnlock()
 			if p == nil {
 				p, err = m.open(tp, t.Record.ID, cfg, replicas)
+				m.mu.Lock()
 				if err != nil {
-					m.log.Error("cannot open partition", "partition", partitionDir(name, int32(i)), "err", err)
+					if m.openErrs[tp] == nil {
+						m.log.Error("cannot open partition", "partition", partitionDir(name, int32(i)), "err", err)
+						m.deps.logFailed()
+					}
+					m.openErrs[tp] = err
+					m.mu.Unlock()
 					continue
 				}
-				m.mu.Lock()
+				delete(m.openErrs, tp)
 				// Under mu, so a fenceAll either sees the partition or has
 				// already moved the generation it starts from.
 				p.fenceGen = m.fenceGen
@@ -147,6 +186,11 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 		}
 	}
 	m.mu.Lock()
+	for tp := range m.openErrs {
+		if !want[tp] {
+			delete(m.openErrs, tp)
+		}
+	}
 	var gone []*Partition
 	for tp, p := range m.parts {
 		if !want[tp] {
@@ -206,6 +250,7 @@ func (m *manager) open(tp topicPartition, topicID string, cfg api.TopicConfig, r
 	lo := logOptions(cfg)
 	lo.Logger = m.log.With("partition", dir)
 	lo.Files = m.deps.files
+	lo.OnFail = func(error) { m.deps.logFailed() }
 	l, err := commitlog.Open(m.fs, dir, lo)
 	if err != nil {
 		return nil, err
@@ -280,12 +325,37 @@ func (m *manager) closeAll() error {
 		delete(m.parts, tp)
 	}
 	m.mu.Unlock()
-	var errs []error
-	for _, p := range parts {
-		p.stopRole()
-		if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-		}
+	// Each close fsyncs its segments and writes its checkpoints: one at a
+	// time, thousands of partitions took tens of seconds and a stopping
+	// broker outlived its drain timeout. closeWorkers at once keep the
+	// disk busy without a goroutine per partition.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next = make(chan *Partition)
+	)
+	for range min(closeWorkers, len(parts)) {
+		wg.Add(1)
+		go func() { // owned by closeAll, which waits for it
+			defer wg.Done()
+			for p := range next {
+				p.stopRole()
+				if err := p.log.Close(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", p, err))
+					mu.Unlock()
+				}
+			}
+		}()
 	}
+	for _, p := range parts {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// closeWorkers is how many partitions closeAll stops and closes at once.
+const closeWorkers = 16

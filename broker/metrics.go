@@ -31,6 +31,8 @@ var (
 		"In-sync replicas, as the leader sees them (leaders only).", partitionLabels, nil)
 	descReadOnly = prometheus.NewDesc("sluice_partition_read_only",
 		"1 when a disk error made the partition read-only.", partitionLabels, nil)
+	descFailedLogs = prometheus.NewDesc("sluice_broker_failed_logs",
+		"Replicas on this broker whose log failed (read-only after a disk error, or not opened), as its registration tells the controller.", nil, nil)
 	descController = prometheus.NewDesc("sluice_broker_controller",
 		"1 when this broker is the controller.", nil, nil)
 	descProducedRecords = prometheus.NewDesc("sluice_broker_produced_records_total",
@@ -50,7 +52,7 @@ var partitionLabels = []string{"topic", "partition"}
 type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descController, descTierCorrupt,
+	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descFailedLogs, descController, descTierCorrupt,
 		descProducedRecords, descProducedBytes, descFetchedRecords, descFetchedBytes} {
 		ch <- d
 	}
@@ -67,6 +69,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		return 0
 	}
 	gauge(descController, b2f(c.b.ctl.isActive()))
+	gauge(descFailedLogs, float64(len(c.b.failedLogs())))
 	counter := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}

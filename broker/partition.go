@@ -48,8 +48,10 @@ type partitionDeps struct {
 	peerAddr func(id int32) (string, bool)
 	// kickISR asks the ISR loop to look at this broker's leader partitions now.
 	kickISR func()
-	// alive reports whether a broker is registered.
-	alive func(id int32) bool
+	// inSyncable reports whether a broker's replica of a partition may
+	// join its ISR: the broker is registered and does not report the
+	// replica's log failed.
+	inSyncable func(id int32, topic string, partition int32) bool
 	// resign gives up a leadership this process did not win itself (see
 	// Partition.applyState). It returns at once: it queues the hand-back for
 	// the broker's hand-back loop (resign.go), taking only the queue's lock.
@@ -59,6 +61,9 @@ type partitionDeps struct {
 	recovering func(where string, f func()) bool
 	// files is where every partition log's segment descriptors come from.
 	files *commitlog.FilePool
+	// logFailed tells the storage loop that a log turned read-only; it
+	// returns at once (the log's lock is held).
+	logFailed func()
 }
 
 // Partition is one partition replica on this broker: its log and the role the
@@ -483,9 +488,11 @@ func (p *Partition) isrChange(now time.Time, maxLag time.Duration) (st api.Parti
 	out := p.progress.Laggards(now, maxLag)
 	var in []int32
 	for _, id := range p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart, now, maxLag) {
-		// Only registered brokers: the controller drops unregistered ones
-		// from the ISR, and adding them back would flap it.
-		if p.deps.alive(id) {
+		// Only registered brokers whose replica has not failed: the
+		// controller drops the others from the ISR, and adding them back
+		// would flap it (a follower with a failed log still fetches at its
+		// log end, which looks caught up).
+		if p.deps.inSyncable(id, p.Topic, p.ID) {
 			in = append(in, id)
 		}
 	}

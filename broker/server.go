@@ -56,6 +56,7 @@ func (b *Broker) routes() http.Handler {
 	r.With(topic(auth.OpAlterConfigs)).Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
 	r.Get(brokerapi.PathHealth, b.handleHealth) // any signed node
 	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathDrain, b.handleDrain)
+	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathStorageRecheck, b.handleStorageRecheck)
 	r.With(cluster(auth.OpDescribe)).Get(brokerapi.PathStats, b.handleStats)
 	b.groupRoutes(r)
 	// Probes for process supervisors: alive, and able to serve.
@@ -280,11 +281,21 @@ func (b *Broker) handleStats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Broker) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := brokerapi.Health{BrokerID: b.opts.ID, Ready: b.Ready(), Controller: b.ctl.isActive()}
-	for _, p := range b.parts.all() {
+	h := brokerapi.Health{BrokerID: b.opts.ID, Ready: b.Ready(), Controller: b.ctl.isActive(), Storage: "ok"}
+	parts := b.parts.all()
+	for _, p := range parts {
 		if p.log.Err() != nil {
 			h.FailedPartitions = append(h.FailedPartitions, p.String())
 		}
+	}
+	// Some failed logs: the broker serves the rest and the failed ones are
+	// handed over, so it stays ready (taking it out would move what still
+	// works). All of them: its disk is gone, and it is not ready.
+	switch n := len(h.FailedPartitions); {
+	case n > 0 && n == len(parts):
+		h.Storage, h.Ready = "failed", false
+	case n > 0:
+		h.Storage = "degraded"
 	}
 	status := http.StatusOK
 	if !h.Ready {

@@ -3,7 +3,11 @@
 // call it. Record data crosses it as raw RecordBatch v2 bytes.
 package brokerapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
 
 // Routes of the internal API. {topic} and {partition} are path parameters.
 const (
@@ -18,6 +22,7 @@ const (
 	PathTopicConfig      = "/internal/v1/topics/{topic}/configs"
 	PathHealth           = "/internal/v1/health"
 	PathDrain            = "/internal/v1/drain"
+	PathStorageRecheck   = "/internal/v1/storage/recheck"
 	PathStats            = "/internal/v1/stats"
 )
 
@@ -112,6 +117,12 @@ type TopicStatus struct {
 	Partitions []PartitionStatus `json:"partitions"`
 }
 
+// StorageRecheckResult answers PathStorageRecheck: the failed logs as the
+// broker's last scan saw them, before the probes it started.
+type StorageRecheckResult struct {
+	FailedLogs []api.FailedLog `json:"failed_logs"`
+}
+
 // DrainResult answers PathDrain: the broker is shutting down and nothing it
 // still leads could move (no other live ISR member).
 type DrainResult struct {
@@ -121,8 +132,12 @@ type DrainResult struct {
 
 // Health answers PathHealth.
 type Health struct {
-	BrokerID         int32    `json:"broker_id"`
-	Ready            bool     `json:"ready"`
-	Controller       bool     `json:"controller"`
+	BrokerID   int32 `json:"broker_id"`
+	Ready      bool  `json:"ready"`
+	Controller bool  `json:"controller"`
+	// Storage is "ok", "degraded" (some of the broker's logs failed; it
+	// serves the others, and the failed ones are handed over) or "failed"
+	// (every log it holds failed: not ready).
+	Storage          string   `json:"storage"`
 	FailedPartitions []string `json:"failed_partitions,omitempty"`
 }

@@ -47,6 +47,12 @@ type GroupConsumerOptions struct {
 	// The new member starts from the committed offsets, so records polled
 	// but not committed are delivered again. Default off: Poll returns the error.
 	Rejoin bool
+	// Raw makes Poll read the records as stored (PollGroupBatches): the
+	// batch's Partitions hold each partition's batches and Records is
+	// empty. The cheapest way to read a group, for a caller that wants
+	// bytes; MaxRecords then bounds each partition's share, at whole
+	// batches.
+	Raw bool
 }
 
 // GroupBatch is what one poll returned: the records (from any of the
@@ -63,6 +69,9 @@ type GroupBatch struct {
 	// them. A store written exactly once claims a partition with its fence
 	// when the grant is new or its fence grew.
 	Grants []api.PartitionGrant
+	// Partitions are the raw batches of a Raw consumer's poll, one entry
+	// per partition that returned bytes.
+	Partitions []PartitionBatches
 }
 
 // GroupConsumer is a consumer-group member over HTTP: Join, then Poll and
@@ -199,17 +208,15 @@ func (g *GroupConsumer) Poll(ctx context.Context) (GroupBatch, error) {
 			return GroupBatch{}, err
 		}
 		g.touch()
-		res, err := g.c.PollGroup(ctx, g.group, member, PollOptions{
-			MaxRecords: g.opts.MaxRecords, MaxBytes: g.opts.MaxBytes, MaxWait: max(g.opts.MaxWait, 0), Cursor: cursor,
-		})
+		b, assignment, err := g.pollOnce(ctx, member, cursor)
 		if err == nil {
 			g.touch()
 			g.mu.Lock()
 			if g.member == member {
-				g.cursor, g.epoch, g.assignment = res.Cursor, res.MemberEpoch, res.Assignment
+				g.cursor, g.epoch, g.assignment = b.Cursor, b.MemberEpoch, assignment
 			}
 			g.mu.Unlock()
-			return GroupBatch{Records: res.Records, Cursor: res.Cursor, MemberEpoch: res.MemberEpoch, Grants: res.Grants}, nil
+			return b, nil
 		}
 		g.classify(member, err)
 		if !rejoined && g.opts.Rejoin && errors.Is(err, &api.Error{Code: api.CodeUnknownMemberID}) {
@@ -217,6 +224,17 @@ func (g *GroupConsumer) Poll(ctx context.Context) (GroupBatch, error) {
 		}
 		return GroupBatch{}, err
 	}
+}
+
+// pollOnce sends one poll, raw or JSON as the options say.
+func (g *GroupConsumer) pollOnce(ctx context.Context, member, cursor string) (GroupBatch, []api.TopicPartition, error) {
+	po := PollOptions{MaxRecords: g.opts.MaxRecords, MaxBytes: g.opts.MaxBytes, MaxWait: max(g.opts.MaxWait, 0), Cursor: cursor}
+	if g.opts.Raw {
+		res, err := g.c.PollGroupBatches(ctx, g.group, member, po)
+		return GroupBatch{Cursor: res.Cursor, MemberEpoch: res.MemberEpoch, Grants: res.Grants, Partitions: res.Partitions}, res.Assignment, err
+	}
+	res, err := g.c.PollGroup(ctx, g.group, member, po)
+	return GroupBatch{Records: res.Records, Cursor: res.Cursor, MemberEpoch: res.MemberEpoch, Grants: res.Grants}, res.Assignment, err
 }
 
 // memberForPoll returns the member and cursor to poll with, joining again

@@ -2,13 +2,17 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // The consumer-group routes, one call each. GroupConsumer and GroupWS build
@@ -88,6 +92,92 @@ func (c *Client) PollGroup(ctx context.Context, group, member string, opts PollO
 	var out api.GroupPollResponse
 	err := c.doJSON(ctx, &request{method: http.MethodGet, path: memberPath(group, member) + "/records", query: q, extra: opts.MaxWait}, &out)
 	return out, err
+}
+
+// GroupBatches is a raw group poll: the poll's cursor, epoch, assignment
+// and grants, and each partition's stored batches, undecoded.
+type GroupBatches struct {
+	Cursor      string
+	MemberEpoch int32
+	Assignment  []api.TopicPartition
+	Grants      []api.PartitionGrant
+	// Partitions are the partitions that returned bytes, in the poll's
+	// order.
+	Partitions []PartitionBatches
+}
+
+// PartitionBatches is one partition's share of a raw group poll.
+type PartitionBatches struct {
+	Topic     string
+	Partition int32
+	// Batches holds whole RecordBatch v2 batches; the first may begin
+	// before From. NextOffset is the cursor's position for the partition.
+	Batches
+	From int64
+}
+
+// Records decodes the partition's batches, checking every CRC, and returns
+// the records at or after From.
+func (p PartitionBatches) Records() ([]recordbatch.Record, error) { return p.Batches.Records(p.From) }
+
+// PollGroupBatches is PollGroup that leaves the records as stored (GET
+// .../members/{member}/batches): the gateway relays each partition's
+// batches without decoding or rendering them, the cheapest group read.
+// opts.MaxRecords bounds each partition's share, at whole batches.
+// Retries and errors are PollGroup's.
+func (c *Client) PollGroupBatches(ctx context.Context, group, member string, opts PollOptions) (GroupBatches, error) {
+	q := url.Values{}
+	if opts.MaxRecords > 0 {
+		q.Set("max_records", strconv.Itoa(opts.MaxRecords))
+	}
+	if opts.MaxBytes > 0 {
+		q.Set("max_bytes", strconv.FormatInt(opts.MaxBytes, 10))
+	}
+	if opts.MaxWait > 0 {
+		q.Set("max_wait_ms", strconv.FormatInt(max(1, opts.MaxWait.Milliseconds()), 10))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: memberPath(group, member) + "/batches", query: q, extra: opts.MaxWait})
+	if err != nil {
+		return GroupBatches{}, err
+	}
+	return decodeGroupBatches(resp.body)
+}
+
+// decodeGroupBatches splits a raw group poll's body (api.ContentTypeGroupBatches).
+func decodeGroupBatches(body []byte) (GroupBatches, error) {
+	bad := func(format string, a ...any) (GroupBatches, error) {
+		return GroupBatches{}, fmt.Errorf("client: raw group poll answer: "+format, a...)
+	}
+	if len(body) < 4 {
+		return bad("%d bytes, shorter than its head's length", len(body))
+	}
+	n := int64(binary.BigEndian.Uint32(body))
+	if n > api.MaxGroupBatchesMeta || n > int64(len(body)-4) {
+		return bad("head of %d bytes in a body of %d", n, len(body))
+	}
+	var meta api.GroupBatchesMeta
+	if err := json.Unmarshal(body[4:4+n], &meta); err != nil {
+		return bad("head: %v", err)
+	}
+	out := GroupBatches{Cursor: meta.Cursor, MemberEpoch: meta.MemberEpoch, Assignment: meta.Assignment, Grants: meta.Grants}
+	rest := body[4+n:]
+	for _, p := range meta.Partitions {
+		if p.Bytes < 0 || p.Bytes > int64(len(rest)) {
+			return bad("%s/%d says %d bytes, %d are left", p.Topic, p.Partition, p.Bytes, len(rest))
+		}
+		out.Partitions = append(out.Partitions, PartitionBatches{
+			Topic: p.Topic, Partition: p.Partition, From: p.From,
+			Batches: Batches{Data: rest[:p.Bytes:p.Bytes], NextOffset: p.NextOffset, HighWatermark: p.HighWatermark},
+		})
+		rest = rest[p.Bytes:]
+	}
+	if len(rest) != 0 {
+		return bad("%d bytes after the last partition", len(rest))
+	}
+	return out, nil
 }
 
 // Heartbeat renews the member's session (POST

@@ -262,6 +262,9 @@ func (l *Log) failLocked(err error) error {
 	if l.writeErr == nil {
 		l.writeErr = fmt.Errorf("%w: %s: %v", api.ErrStorage, l.dir, err)
 		l.opts.Logger.Error("log is read-only after a disk error", "dir", l.dir, "err", err)
+		if l.opts.OnFail != nil {
+			l.opts.OnFail(l.writeErr)
+		}
 	}
 	return l.writeErr
 }

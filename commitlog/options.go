@@ -50,6 +50,10 @@ type Options struct {
 
 	// Logger receives recovery and error reports. Default slog.Default().
 	Logger *slog.Logger
+	// OnFail, when set, is called once, when a disk error makes the log
+	// read-only (Err turns non-nil), with that error. It is called with
+	// the log's lock held: it must return at once and not call the log.
+	OnFail func(err error)
 	// Now is the clock; tests replace it. Default time.Now.
 	Now func() time.Time
 }

@@ -28,8 +28,12 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 		Topics: len(md.Topics), Partitions: partitionHealth(md)}
 	byID := map[int32]*api.BrokerStatus{}
 	add := func(id int32, addr string, alive bool) *api.BrokerStatus {
+		failed := md.Brokers[id].FailedLogs
+		if failed == nil {
+			failed = []api.FailedLog{}
+		}
 		res.Brokers = append(res.Brokers, api.BrokerStatus{ID: id, Address: addr, Alive: alive,
-			Controller: id == md.Controller.BrokerID,
+			Controller: id == md.Controller.BrokerID, FailedLogs: failed,
 			LocalBytes: -1, RemoteBytes: -1, ProducedRecords: -1, ProducedBytes: -1, FetchedRecords: -1, FetchedBytes: -1})
 		return &res.Brokers[len(res.Brokers)-1]
 	}

@@ -332,6 +332,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(group(auth.OpDelete)).Delete("/v1/groups/{group}", g.handleDeleteGroup)
 	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/members", g.handleJoinGroup) // and READ on each topic (join)
 	r.With(group(auth.OpRead)).Get("/v1/groups/{group}/members/{member}/records", g.handleGroupPoll)
+	r.With(group(auth.OpRead)).Get("/v1/groups/{group}/members/{member}/batches", g.handleGroupPollBatches)
 	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/members/{member}/heartbeat", g.handleHeartbeat)
 	r.With(group(auth.OpRead)).Delete("/v1/groups/{group}/members/{member}", g.handleLeaveGroup)
 	r.With(group(auth.OpRead)).Post("/v1/groups/{group}/offsets", g.handleCommit)

@@ -48,20 +48,9 @@ func (g *Gateway) handleGroupPoll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollParams) (api.GroupPollResponse, error) {
-	g.metrics.fetchRequests.WithLabelValues("group").Inc()
-	plan, err := onCoordinator(g, ctx, group, true, func(addr string) (brokerapi.GroupPollPlan, error) {
-		return g.brokers.StartPoll(ctx, addr, group, member, pp.cursor)
-	})
+	plan, positions, pp, err := g.startGroupPoll(ctx, group, member, pp)
 	if err != nil {
 		return api.GroupPollResponse{}, err
-	}
-	positions, err := g.startPositions(ctx, plan.Starts)
-	if err != nil {
-		return api.GroupPollResponse{}, err
-	}
-	// A poll never waits so long that the member's session runs out under it.
-	if half := time.Duration(plan.SessionTimeoutMs) * time.Millisecond / 2; half > 0 && pp.wait > half {
-		pp.wait = half
 	}
 	began := time.Now()
 	recs, next, throttled := g.readPartitions(ctx, positions, pp)
@@ -71,17 +60,7 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 		// polling again at once.
 		return api.GroupPollResponse{}, throttled
 	}
-	if (pp.cursor == "" && moved(positions, plan.Starts, next)) || time.Since(began) > time.Second {
-		// A member that polls without a cursor reads on from where the
-		// coordinator remembers its last poll ending (one that sends the
-		// cursor tells it in the next StartPoll). Best effort: if the
-		// coordinator does not hear of it, the member's next poll reads
-		// these records again. It also renews the session after a long
-		// wait.
-		_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
-			return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
-		})
-	}
+	g.endGroupPoll(ctx, group, member, pp, plan, positions, next, began)
 	return api.GroupPollResponse{
 		Records:     recs,
 		Cursor:      api.Cursor{Epoch: plan.MemberEpoch, Positions: next}.Encode(),
@@ -89,6 +68,41 @@ func (g *Gateway) groupPoll(ctx context.Context, group, member string, pp pollPa
 		Assignment:  plan.Assignment,
 		Grants:      plan.Grants,
 	}, nil
+}
+
+// startGroupPoll asks the coordinator where a poll reads (renewing the
+// session) and resolves the positions it has none for; the wait is cut to
+// half the session so that a poll never outlives the member.
+func (g *Gateway) startGroupPoll(ctx context.Context, group, member string, pp pollParams) (brokerapi.GroupPollPlan, []position, pollParams, error) {
+	g.metrics.fetchRequests.WithLabelValues("group").Inc()
+	plan, err := onCoordinator(g, ctx, group, true, func(addr string) (brokerapi.GroupPollPlan, error) {
+		return g.brokers.StartPoll(ctx, addr, group, member, pp.cursor)
+	})
+	if err != nil {
+		return plan, nil, pp, err
+	}
+	positions, err := g.startPositions(ctx, plan.Starts)
+	if err != nil {
+		return plan, nil, pp, err
+	}
+	if half := time.Duration(plan.SessionTimeoutMs) * time.Millisecond / 2; half > 0 && pp.wait > half {
+		pp.wait = half
+	}
+	return plan, positions, pp, nil
+}
+
+// endGroupPoll tells the coordinator where a poll ended when it must hear
+// of it. A member that polls without a cursor reads on from where the
+// coordinator remembers its last poll ending (one that sends the cursor
+// tells it in the next StartPoll). Best effort: if the coordinator does not
+// hear of it, the member's next poll reads these records again. It also
+// renews the session after a long wait.
+func (g *Gateway) endGroupPoll(ctx context.Context, group, member string, pp pollParams, plan brokerapi.GroupPollPlan, positions []position, next []api.PartitionOffset, began time.Time) {
+	if (pp.cursor == "" && moved(positions, plan.Starts, next)) || time.Since(began) > time.Second {
+		_, _ = onCoordinator(g, ctx, group, true, func(addr string) (struct{}, error) {
+			return struct{}{}, g.brokers.EndPoll(ctx, addr, group, member, next)
+		})
+	}
 }
 
 // moved reports whether the coordinator must hear of the poll's end: some

@@ -142,7 +142,8 @@ func (g *Gateway) describe(ctx context.Context, md *cluster.Metadata, tm *cluste
 		t.Partitions[p] = api.PartitionInfo{
 			Partition: int32(p), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 			Replicas: nonNil(tm.Record.Replicas[p]), ISR: nonNil(st.ISR), Offline: st.Leader < 0 || !alive,
-			LogStartOffset: -1, LocalStartOffset: -1, RemoteEndOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+			OfflineReplicas: offlineReplicas(md, tm.Name, int32(p), tm.Record.Replicas[p]),
+			LogStartOffset:  -1, LocalStartOffset: -1, RemoteEndOffset: -1, HighWatermark: -1, LogEndOffset: -1,
 			LocalBytes: -1, RemoteBytes: -1, Followers: []api.FollowerPosition{},
 		}
 		if alive {
@@ -226,4 +227,24 @@ func (g *Gateway) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = g.view.Refresh(ctx)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// offlineReplicas lists the replicas of a partition that cannot serve: on
+// a broker that is not registered, or whose log the broker reports failed.
+func offlineReplicas(md *cluster.Metadata, topic string, partition int32, replicas []int32) []api.OfflineReplica {
+	out := []api.OfflineReplica{}
+	for _, id := range replicas {
+		reg, ok := md.Brokers[id]
+		if !ok {
+			out = append(out, api.OfflineReplica{Broker: id, Reason: api.ReasonBrokerDown})
+			continue
+		}
+		for _, f := range reg.FailedLogs {
+			if f.Topic == topic && f.Partition == partition {
+				out = append(out, api.OfflineReplica{Broker: id, Reason: f.Reason, Error: f.Error})
+				break
+			}
+		}
+	}
+	return out
 }

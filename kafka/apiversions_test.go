@@ -116,6 +116,7 @@ func TestServedTable(t *testing.T) {
 	}
 	need := map[kmsg.Key][2]int16{ // what kcat 1.7.1 and franz-go 1.22.3 send
 		kmsg.ApiVersions: {3, 3}, kmsg.Metadata: {4, 13}, kmsg.Produce: {7, 13}, kmsg.InitProducerID: {4, 4}, kmsg.ListOffsets: {2, 2},
+		kmsg.Fetch: {4, 18}, kmsg.OffsetForLeaderEpoch: {4, 4},
 	}
 	for key, v := range need {
 		a, ok := lookupAPI(key.Int16())

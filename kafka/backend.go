@@ -7,7 +7,7 @@ import (
 )
 
 // Backend is what the listener needs from the broker it serves: the
-// broker's own metadata, produce, offsets and producer-id paths, so that a
+// broker's own metadata, produce, fetch, offsets and producer-id paths, so that a
 // Kafka client and an HTTP client reach the same code. Errors are the
 // broker's *api.Error values; the listener maps their codes to Kafka's
 // (errors.go). Every method may be called from many connections at once.
@@ -34,6 +34,21 @@ type Backend interface {
 	// with stale metadata (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH).
 	// NOT_LEADER unless this broker leads the partition.
 	ListOffset(ctx context.Context, topic string, partition int32, currentLeaderEpoch int32, timestamp int64) (OffsetResult, error)
+
+	// Fetch reads a consumer's fetch through the broker's multi-partition
+	// long poll: up to each partition's high watermark, from the object
+	// store below the local log start, blocking until MinBytes are there,
+	// a partition has an error, MaxWait passed or ctx ended. Each
+	// partition's CurrentLeaderEpoch is fenced as ListOffset's is;
+	// NOT_LEADER unless this broker leads it; an offset outside the log is
+	// OFFSET_OUT_OF_RANGE. The consumer byte-rate quota of the client is
+	// charged what is read. The error is for the request as a whole.
+	Fetch(ctx context.Context, req FetchRequest) (FetchResult, error)
+
+	// EpochEnd answers OffsetForLeaderEpoch for a partition this broker
+	// leads (NOT_LEADER otherwise), with currentLeaderEpoch (-1: none)
+	// fenced as ListOffset's is.
+	EpochEnd(ctx context.Context, topic string, partition int32, currentLeaderEpoch, epoch int32) (EpochEndResult, error)
 
 	// InitProducerID issues a new idempotent producer id at epoch 0, from
 	// the same sequence the HTTP producers' ids come from.

@@ -110,9 +110,14 @@ func (c *conn) serve(ctx context.Context) {
 		if resp == nil {
 			continue // acks=0: no answer
 		}
-		out := appendResponse(c.wbuf, h.correlationID, resp)
 		_ = c.nc.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
-		_, err = c.nc.Write(out)
+		var out []byte
+		if fa, ok := resp.(*fetchAnswer); ok {
+			out, err = c.s.writeFetch(c.nc, c.wbuf, h.correlationID, fa)
+		} else {
+			out = appendResponse(c.wbuf, h.correlationID, resp)
+			_, err = c.nc.Write(out)
+		}
 		if cap(out) <= maxKeptBuffer {
 			c.wbuf = out[:0]
 		} else {

@@ -31,6 +31,8 @@ type fakeBackend struct {
 	block chan struct{}
 	// entered receives one value per Produce call that started.
 	entered chan struct{}
+	// fetch answers Fetch and EpochEnd (fetch_test.go).
+	fetch fakeFetch
 }
 
 type fakeProduce struct {

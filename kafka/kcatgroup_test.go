@@ -18,8 +18,8 @@ import (
 // `kcat -G` (librdkafka 2.0.2: FindCoordinator v2, JoinGroup v5, SyncGroup
 // v3, Heartbeat v3, LeaveGroup v1, OffsetFetch v7) joins a group beside an
 // HTTP member, the two split the partitions, and when kcat stops it leaves
-// and the HTTP member gets them all back. Fetch is not served yet, so kcat
-// reads nothing; this is its group membership only.
+// and the HTTP member gets them all back (groupconsume_test.go has kcat -G
+// reading and committing).
 func TestKcatGroupMembership(t *testing.T) {
 	cl, hc := kafkaCluster(t, api.CreateTopicRequest{Name: "events", Partitions: 4, ReplicationFactor: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

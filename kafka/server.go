@@ -15,6 +15,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,6 +141,12 @@ type Server struct {
 	ids topicIDs // topic ID → name, for the latest metadata snapshot
 
 	refused atomic.Int64 // connections closed at once by a connection limit
+
+	// nonce starts the markers a Fetch answer is encoded with in place of
+	// its records (fetch.go): random, so no topic name can contain one.
+	nonce         [markerSize - 4]byte
+	fetchedBytes  atomic.Int64 // record bytes written in Fetch answers
+	sendfileBytes atomic.Int64 // of those, copied from a file to a plaintext TCP connection
 }
 
 // New builds a Server; Serve makes it serve a listener.
@@ -160,6 +167,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, lim: lim, log: opts.Logger.With("listener", "kafka"),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, perIP: map[string]int{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if _, err := rand.Read(s.nonce[:]); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
 	return s, nil
 }
 
@@ -282,13 +292,18 @@ func (s *Server) isClosing() bool {
 type Stats struct {
 	Connections int   // open
 	Refused     int64 // closed at once by a connection limit, since New
+	// FetchedBytes are the record bytes written in Fetch answers, since
+	// New; SendfileBytes those of them copied from a segment file to a
+	// plaintext TCP connection, which Linux does with sendfile.
+	FetchedBytes, SendfileBytes int64
 }
 
 // Stats returns the listener's counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Connections: len(s.conns), Refused: s.refused.Load()}
+	return Stats{Connections: len(s.conns), Refused: s.refused.Load(),
+		FetchedBytes: s.fetchedBytes.Load(), SendfileBytes: s.sendfileBytes.Load()}
 }
 
 // Close stops the server. Order: stop accepting (the listeners close);

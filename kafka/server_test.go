@@ -51,8 +51,8 @@ func TestUnservedRequestsCloseTheConnection(t *testing.T) {
 			return b
 		}},
 		{"unserved API", func(c *client) []byte {
-			req := kmsg.NewPtrFetchRequest()
-			req.Version = 11
+			req := kmsg.NewPtrEndTxnRequest() // transactions are not served
+			req.Version = 3
 			b, _ := c.frame(req)
 			return b
 		}},

@@ -30,6 +30,9 @@ type servedAPI struct {
 //     Produce v0; it never sends v0-v2 (message sets, not RecordBatch v2) when
 //     v7 is listed, so those are refused per partition with
 //     UNSUPPORTED_VERSION. v13 (topics by ID) is what franz-go 1.22.3 sends.
+//   - Fetch v4-v18: v4 is the first to carry RecordBatch v2, which
+//     librdkafka uses only when Fetch v4 is listed beside Produce v3; v18
+//     is what franz-go 1.22.3 sends (topics by ID from v13).
 //   - Metadata v0-v13, everything kmsg knows: v10+ carries topic IDs.
 //   - ListOffsets v0-v6: v7 adds the max-timestamp lookup (-3), which the
 //     broker cannot answer yet, and v8 and v9 the tiered ones (-4, -5).
@@ -38,6 +41,8 @@ type servedAPI struct {
 //     this table, and retries with v4.
 //   - InitProducerId v0-v5 (idempotent producers; transactional ids are
 //     refused).
+//   - OffsetForLeaderEpoch v0-v4, every version: franz-go asks it after a
+//     leader change whenever it is listed.
 //   - DescribeCluster v0-v2.
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
@@ -47,6 +52,7 @@ type servedAPI struct {
 //     groups. groups.go says how they map onto the coordinator.
 var served = []servedAPI{
 	{key: kmsg.Produce, min: 0, max: 13, handle: (*Server).handleProduce},
+	{key: kmsg.Fetch, min: 4, max: 18, handle: (*Server).handleFetch},
 	{key: kmsg.ListOffsets, min: 0, max: 6, handle: (*Server).handleListOffsets},
 	{key: kmsg.Metadata, min: 0, max: 13, handle: (*Server).handleMetadata},
 	{key: kmsg.OffsetCommit, min: 0, max: 9, handle: (*Server).handleOffsetCommit},
@@ -60,6 +66,7 @@ var served = []servedAPI{
 	{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Server).handleListGroups},
 	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
 	{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Server).handleInitProducerID},
+	{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: (*Server).handleOffsetForLeaderEpoch},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }
 

@@ -202,3 +202,24 @@ func renderArchived(recs []Record) []string {
 	}
 	return out
 }
+
+// FuzzAlreadyCompact: the archive's fast path says a value is compact JSON
+// only where json.Compact accepts it and leaves it unchanged.
+func FuzzAlreadyCompact(f *testing.F) {
+	for _, s := range []string{`{"n":1}`, `"s"`, `1`, `-0.5e+10`, `01`, `1.`, `[1,2,3]`, `{"a":[true,false,null]}`, `{ "a": 1 }`,
+		`"\u00e9\n\"\\\/"`, `"\x"`, "\"\x01\"", "\"\xff\xfe\"", `[]`, `{}`, `[`, `{"a"}`, `nul`, `-`, `1e`, `"abcdefghijklmnop"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !alreadyCompact(v) {
+			return
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil {
+			t.Fatalf("%q: the fast path took it, json.Compact refused it: %v", v, err)
+		}
+		if !bytes.Equal(buf.Bytes(), v) {
+			t.Fatalf("%q: the fast path took it as compact, json.Compact made %q", v, buf.Bytes())
+		}
+	})
+}

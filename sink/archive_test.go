@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"testing"
@@ -73,5 +74,13 @@ func TestArchiveLineIsMarshal(t *testing.T) {
 				t.Fatalf("line\n got %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+func TestHTMLSpecialMatchesContainsAny(t *testing.T) {
+	for _, v := range []string{"", "plain", "a<b", "x>", "&", "\u2028", "a\u2029b", "\u2027", "\xe2\x80", "\xe2\x80\xa8", "\xe2\xe2\x80\xa9", "é漢字", "\xe2\x80\xaa<"} {
+		if got, want := htmlSpecial([]byte(v)), bytes.ContainsAny([]byte(v), "<>&\u2028\u2029"); got != want {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
 	}
 }

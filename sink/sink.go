@@ -23,6 +23,10 @@ type Options struct {
 	Topics []string
 	// Store takes the writes and holds the offsets.
 	Store Store
+	// JSONPolls makes the sink poll the group's JSON records instead of its
+	// raw batches (client.GroupConsumerOptions.Raw), which cost the gateway
+	// a render and the sink a decode of every record. Default off.
+	JSONPolls bool
 	// InstanceID makes the member static (a restarted process takes its
 	// partitions back without a rebalance). Default none.
 	InstanceID string
@@ -183,6 +187,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	gc := s.c.NewGroupConsumer(s.opts.Group, client.GroupConsumerOptions{
 		Topics: s.opts.Topics, InstanceID: s.opts.InstanceID, SessionTimeout: s.opts.SessionTimeout,
 		MaxRecords: s.opts.MaxRecords, MaxWait: s.opts.MaxWait, Rejoin: true,
+		Raw: !s.opts.JSONPolls,
 	})
 	if err := s.join(ctx, gc); err != nil {
 		_ = gc.Close(context.Background())
@@ -315,8 +320,8 @@ func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committ
 		recs []Record
 	}
 	var jobs []job
-	for _, part := range byPartition(b.Records) {
-		tp := api.TopicPartition{Topic: part[0].Topic, Partition: part[0].Partition}
+	for _, part := range polledParts(b) {
+		tp := part.tp
 		st := s.owned[tp]
 		switch {
 		case st == nil:
@@ -330,7 +335,7 @@ func (s *Sink) handle(ctx context.Context, gc *client.GroupConsumer, cm *committ
 			// seek read from there.
 			continue
 		}
-		recs, err := storeRecords(part, st.next)
+		recs, err := part.records(st.next)
 		if err != nil {
 			return err
 		}
@@ -570,6 +575,54 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// polledPart is one partition's share of a poll: its JSON records, or a
+// raw poll's batches.
+type polledPart struct {
+	tp   api.TopicPartition
+	json []api.GroupRecord
+	raw  *client.PartitionBatches
+}
+
+// polledParts splits a poll's answer by partition.
+func polledParts(b client.GroupBatch) []polledPart {
+	var out []polledPart
+	for _, part := range byPartition(b.Records) {
+		out = append(out, polledPart{tp: api.TopicPartition{Topic: part[0].Topic, Partition: part[0].Partition}, json: part})
+	}
+	for i := range b.Partitions {
+		p := &b.Partitions[i]
+		out = append(out, polledPart{tp: api.TopicPartition{Topic: p.Topic, Partition: p.Partition}, raw: p})
+	}
+	return out
+}
+
+// records converts the part's records to the bytes the producer sent,
+// dropping those below next (already in the store).
+func (p polledPart) records(next int64) ([]Record, error) {
+	if p.raw == nil {
+		return storeRecords(p.json, next)
+	}
+	recs, err := p.raw.Records()
+	if err != nil {
+		return nil, fmt.Errorf("%s/%d: %w", p.tp.Topic, p.tp.Partition, err)
+	}
+	out := make([]Record, 0, len(recs))
+	for _, r := range recs {
+		if next >= 0 && r.Offset < next {
+			continue
+		}
+		rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+		if len(r.Headers) > 0 {
+			rec.Headers = make(map[string]string, len(r.Headers))
+			for _, h := range r.Headers {
+				rec.Headers[h.Key] = string(h.Value)
+			}
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 // byPartition splits a poll's records by partition, each in offset order.

@@ -255,6 +255,7 @@ func benchWSCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the topic the consumers spread over")
 	fs.IntVar(&o.Groups, "groups", o.Groups, "with N > 0, the consumers are WebSocket members of N consumer groups (bench-ws-0 …), each group sharing the partitions among its members, instead of partition streams")
 	fs.DurationVar(&o.Hold, "hold", o.Hold, "how long the consumers stay open before memory is measured")
+	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile of this process (the gateway and broker) to this file while the consumers are open")
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -279,6 +280,7 @@ func benchSinkCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Records, "records", c.Records, "records in the topic")
 	fs.IntVar(&c.Size, "size", c.Size, "bytes of each record's value (random letters in a JSON object)")
 	fs.IntVar(&c.PollRecords, "poll-records", c.PollRecords, "records per sink poll")
+	fs.BoolVar(&c.JSONPolls, "json-polls", false, "sinks poll JSON records instead of raw batches")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds, each running the sink then the baseline")
 	fs.StringVar(&c.Redis, "redis", envOr("SLUICE_REDIS_URL", c.Redis), "redis: the Redis to write to (env SLUICE_REDIS_URL); keys under sluice-bench:")
 	s3 := addS3Flags(fs)

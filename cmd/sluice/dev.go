@@ -122,11 +122,10 @@ Ctrl-C stops it.
 			fmt.Printf("\nKafka clients: the brokers on %s serve only ApiVersions while authentication is required (no Kafka authentication is served yet).\n", kafkaBrokers(cl))
 		} else {
 			fmt.Printf(`
-Kafka clients on %s (metadata, and produce from clients that send RecordBatch v2,
-such as franz-go; consuming is not served yet, and librdkafka, behind kcat, produces
-only once it is):
+Kafka clients on %s (metadata, produce, fetch; no consumer groups yet):
   kcat -b %s -L
-`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr())
+  kcat -b %s -C -t orders -o beginning -e
+`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr(), cl.Broker(1).KafkaAddr())
 		}
 	}
 	<-ctx.Done()

@@ -68,6 +68,9 @@ type Options struct {
 	// LogTo, when set, receives the cluster's log lines too (tests that
 	// check what is logged).
 	LogTo io.Writer
+	// TuneBroker, when set, changes each broker's options last (a broker's
+	// filesystem with injected faults).
+	TuneBroker func(id int, o *broker.Options)
 }
 
 // startTimeout bounds each broker's start and the wait for readiness.
@@ -105,6 +108,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			}
 			if opts.WrapCoord != nil {
 				o.Coord = opts.WrapCoord(id, o.Coord)
+			}
+			if opts.TuneBroker != nil {
+				opts.TuneBroker(id, o)
 			}
 		},
 		Gateway: func(o *gateway.Options) {

@@ -104,6 +104,9 @@ type Options struct {
 	// --tls-key, --tls-client-ca, --cluster-ca; --cluster-cert and
 	// --cluster-key on gateways). Default false: plain HTTP.
 	TLS bool
+	// Kafka makes every broker serve Kafka's protocol (--kafka-addr) on a
+	// loopback port of its own (Broker.KafkaAddr). Default false.
+	Kafka bool
 	// GatewayArgs are added to every gateway's flags (--push-allow-private
 	// for tests that push to endpoints on loopback). Default none.
 	GatewayArgs []string
@@ -182,8 +185,10 @@ type Broker struct {
 	S3Link *tcpproxy.Proxy
 	// URL is the internal API's base URL: http://Addr, or https://Addr
 	// with Options.TLS.
-	URL  string
-	proc *process
+	URL string
+	// KafkaAddr is the Kafka listener's address with Options.Kafka, else "".
+	KafkaAddr string
+	proc      *process
 }
 
 // SeedFor returns the seed of a test: SLUICE_FAULT_SEED if set, else a fresh
@@ -234,10 +239,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.killAll)
 	t.Cleanup(c.reportOnFailure)
 
-	ports := testsvc.FreePorts(t, opts.Brokers+1)
+	// The brokers', the gateway's, then with Kafka the listeners'.
+	nPorts := opts.Brokers + 1
+	if opts.Kafka {
+		nPorts += opts.Brokers
+	}
+	ports := testsvc.FreePorts(t, nPorts)
+	kafkaPorts := ports[opts.Brokers+1:]
 	for i := 1; i <= opts.Brokers; i++ {
 		id := int32(i)
 		b := &Broker{ID: id, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i-1])), DataDir: dataDirs[i-1]}
+		if opts.Kafka {
+			b.KafkaAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(kafkaPorts[i-1]))
+		}
 		b.URL = "http://" + b.Addr
 		if opts.TLS {
 			b.URL = "https://" + b.Addr
@@ -291,6 +305,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--replica-lag-time-max", opts.ReplicaLagTimeMax.String(),
 			"--log-level", opts.LogLevel}
 		args = append(args, c.zkCredentialArgs()...)
+		if b.KafkaAddr != "" {
+			args = append(args, "--kafka-addr", b.KafkaAddr)
+		}
 		if tlsArgs != nil {
 			args = append(args, tlsArgs(id)...)
 		}

@@ -56,7 +56,9 @@ export default function overview() {
       attrs: { 'data-broker': b.id },
       cells: [
         h('b', null, String(b.id)),
-        b.alive ? badge('alive', 'ok') : badge('down', 'bad'),
+        h('span', { 'data-field': 'status' }, b.alive ? badge('alive', 'ok') : badge('down', 'bad'),
+          (b.failed_logs || []).length ? badge(`${b.failed_logs.length} failed ${b.failed_logs.length === 1 ? 'log' : 'logs'}`, 'bad',
+            b.failed_logs.map(f => `${f.topic}/${f.partition}: ${f.error}`).join('\n')) : null),
         b.controller ? badge('controller', 'leader') : h('span', { class: 'dim' }, '—'),
         h('span', { 'data-field': 'partitions_led' }, fmt.num(b.partitions_led)),
         h('span', { 'data-field': 'replicas' }, fmt.num(b.replicas)),

@@ -9,7 +9,15 @@ import * as fmt from '../format.js';
 // but behind the leader's log end as of its last fetch) or out of sync.
 function replicaBadges(p) {
   const leo = new Map(p.followers.map(f => [f.broker, f.log_end_offset]));
+  const offline = new Map((p.offline_replicas || []).map(o => [o.broker, o]));
   return p.replicas.map(id => {
+    const o = offline.get(id);
+    if (o && o.reason === 'storage_error') {
+      const b = badge(String(id), 'bad failed', `broker ${id}: offline, its log failed: ${o.error}`);
+      b.dataset.failed = id;
+      return b;
+    }
+    if (o) return badge(String(id), 'bad', `broker ${id}: offline (broker down)`);
     if (id === p.leader && !p.offline) return badge(String(id), 'leader', `broker ${id}: leader`);
     if (!p.isr.includes(id)) return badge(String(id), 'bad', `broker ${id}: out of sync (not in the ISR)`);
     const l = leo.get(id);
@@ -34,7 +42,7 @@ export default function topic(params, ctl) {
         h('button', { type: 'button', class: 'danger', onclick: async () => { await deleteTopic(name, { refreshNow() { location.hash = '#/topics'; } }); } }, 'Delete'))),
     tiles,
     h('section', { class: 'panel flush' }, h('h2', null, 'Partitions',
-      h('span', { class: 'sub' }, 'replicas: ', badge('1', 'leader'), 'leader ', badge('2', 'ok'), 'in sync ', badge('3', 'warn'), 'lagging ', badge('4', 'bad'), 'out of sync')), parts),
+      h('span', { class: 'sub' }, 'replicas: ', badge('1', 'leader'), 'leader ', badge('2', 'ok'), 'in sync ', badge('3', 'warn'), 'lagging ', badge('4', 'bad'), 'out of sync or offline')), parts),
     h('section', { class: 'panel' }, h('h2', null, 'Configs'), configs));
 
   const render = t => {
