@@ -113,8 +113,5 @@ func groupCoordinator(md *cluster.Metadata, brokers []kafkaBroker, group string)
 func newMemberID(clientID string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	if len(clientID) > 64 {
-		clientID = clientID[:64]
-	}
-	return clientID + "-" + hex.EncodeToString(b[:])
+	return truncate(clientID, 64) + "-" + hex.EncodeToString(b[:])
 }

@@ -162,6 +162,15 @@ func (s *Server) handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request
 	// Every protocol carries the same subscription; the first one is the
 	// client's preferred assignor, and the one answered.
 	first := req.Protocols[0]
+	if len(req.MemberID) > maxMemberIDBytes {
+		// Longer than any id this listener hands out.
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil
+	}
+	if len(first.Name) > maxProtocolNameBytes {
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		return resp, nil
+	}
 	var meta kmsg.ConsumerMemberMetadata
 	if err := meta.ReadFrom(first.Metadata); err != nil {
 		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
@@ -169,7 +178,7 @@ func (s *Server) handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request
 	}
 	j := GroupJoin{MemberID: req.MemberID, Topics: meta.Topics, SessionTimeoutMs: req.SessionTimeoutMillis,
 		RebalanceTimeoutMs: -1, Protocol: first.Name, Version: min(meta.Version, maxAssignmentVersion),
-		ClientID: c.clientID, ClientHost: c.ip}
+		ClientID: truncate(c.clientID, maxClientIDBytes), ClientHost: c.ip}
 	if req.Version >= 1 {
 		j.RebalanceTimeoutMs = req.RebalanceTimeoutMillis
 	}
@@ -197,6 +206,21 @@ func (s *Server) handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request
 	resp.Generation, resp.MemberID = gen, j.MemberID
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr(consumerProtocol), kmsg.StringPtr(first.Name)
 	return resp, nil
+}
+
+// Bounds on what a member's record keeps of a JoinGroup: every change to
+// the group rewrites the record of all its members.
+const (
+	maxMemberIDBytes     = 255
+	maxProtocolNameBytes = 255
+	maxClientIDBytes     = 255
+)
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // maxAssignmentVersion is the newest ConsumerMemberAssignment version

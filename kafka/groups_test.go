@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -330,6 +331,14 @@ func TestJoinGroupRefusals(t *testing.T) {
 		{"bad subscription", func() *kmsg.JoinGroupRequest { return joinReq(5, "g", "m", []byte{0xff}) }, kerr.InconsistentGroupProtocol},
 		{"push group", func() *kmsg.JoinGroupRequest { return joinReq(5, "push.s", "m", sub) }, kerr.GroupAuthorizationFailed},
 		{"bad group id", func() *kmsg.JoinGroupRequest { return joinReq(5, "a/b", "m", sub) }, kerr.InvalidGroupID},
+		{"member id too long", func() *kmsg.JoinGroupRequest {
+			return joinReq(5, "g", strings.Repeat("m", 256), sub)
+		}, kerr.UnknownMemberID},
+		{"protocol name too long", func() *kmsg.JoinGroupRequest {
+			r := joinReq(5, "g", "m", sub)
+			r.Protocols[0].Name = strings.Repeat("p", 256)
+			return r
+		}, kerr.InconsistentGroupProtocol},
 		{"session too short", func() *kmsg.JoinGroupRequest {
 			r := joinReq(5, "g", "m", sub)
 			r.SessionTimeoutMillis = 10
