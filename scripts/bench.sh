@@ -42,6 +42,10 @@ step 'consume through a consumer group (cursors, commits beside the polls) vs pl
 step 'push subscriptions to an endpoint process (one record a request vs plain POSTs of the same bodies; batches of 100, 500, 1,000 vs group polls of the same records); delivery latency at 1,000 records/s'
 "$SLUICE" bench push --results "$RESULTS"
 
+step 'Kafka clients: franz-go through the Kafka listener vs the Go client through the gateway (produce), vs raw /batches (consume); acks=1 RF 1 and acks=all RF 3'
+"$SLUICE" bench kafka --brokers 1 --replication-factor 1 --acks 1 --results "$RESULTS"
+"$SLUICE" bench kafka --results "$RESULTS"
+
 step 'sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 vs plain PUTs of the same objects'
 "$SLUICE" bench sink redis --redis "redis://$SLUICE_TEST_REDIS/0" --results "$RESULTS"
 SLUICE_S3_SECRET_KEY=$SLUICE_TEST_S3_SECRET_KEY "$SLUICE" bench sink s3 --size 1000 --records 100000 --max-records 5000 \

@@ -23,6 +23,7 @@ var benchScenarios = []struct{ name, summary string }{
 	{"sink", "the exactly-once sinks (sink redis|s3) against plain writes to their stores"},
 	{"broker", "a broker's heap, RSS, goroutines and descriptors per partition and per idle connection"},
 	{"scale", "thousands of partitions on broker processes over ZooKeeper: idle cost, controlled shutdown, failover"},
+	{"kafka", "franz-go through the Kafka listener against the HTTP door of the same cluster: produce and consume"},
 }
 
 // benchUsage is `sluice bench`'s usage: the scenarios, one line each.
@@ -60,6 +61,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchBrokerCmd(ctx, args[1:])
 	case "scale":
 		return benchScaleCmd(ctx, args[1:])
+	case "kafka":
+		return benchKafkaCmd(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown scenario %q\n%s", args[0], benchUsage())
 }
@@ -365,4 +368,21 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// benchKafkaCmd is `sluice bench kafka`.
+func benchKafkaCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench kafka", flag.ContinueOnError)
+	o := bench.DefaultKafka()
+	fs.IntVar(&o.Brokers, "brokers", o.Brokers, "brokers of the embedded cluster, each with a Kafka listener")
+	fs.IntVar(&o.ReplicationFactor, "replication-factor", o.ReplicationFactor, "replication factor of the topics")
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of each topic")
+	fs.IntVar(&o.Records, "records", o.Records, "records produced each way")
+	fs.IntVar(&o.Size, "size", o.Size, "bytes of each record's value")
+	fs.StringVar(&o.Acks, "acks", o.Acks, "acks of both producers: 1 or all")
+	addResultsFlag(fs, &o.Results)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return bench.Kafka(ctx, o)
 }

@@ -115,6 +115,7 @@ func runBroker(ctx context.Context, args []string) error {
 	kafkaAdvertised := fs.String("kafka-advertised-addr", envOr("SLUICE_KAFKA_ADVERTISED_ADDR", ""), "host:port Kafka clients are told to dial (env SLUICE_KAFKA_ADVERTISED_ADDR; default: the --kafka-addr listen address)")
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	lag := fs.Duration("replica-lag-time-max", envDuration("SLUICE_REPLICA_LAG_TIME_MAX", 10*time.Second), "a follower not caught up for this long leaves the ISR (env SLUICE_REPLICA_LAG_TIME_MAX)")
+	recheck := fs.Duration("failed-log-recheck", envDuration("SLUICE_FAILED_LOG_RECHECK", 5*time.Second), "first wait before the disk of a log that failed is probed to open the log again; doubles per failed probe, up to a minute (env SLUICE_FAILED_LOG_RECHECK)")
 	peers := peerFlag{}
 	fs.Var(peers, "peer-address", "dial broker ID at this address instead of its registered one, ID=host:port (repeatable)")
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
@@ -153,6 +154,9 @@ func runBroker(ctx context.Context, args []string) error {
 	if *id <= 0 {
 		return fmt.Errorf("--id must be a positive integer")
 	}
+	if *recheck <= 0 {
+		return fmt.Errorf("--failed-log-recheck must be positive")
+	}
 	logger := newLogger(*logLevel) // the broker adds its id to every line
 	c, err := zk.dial(ctx, logger)
 	if err != nil {
@@ -167,9 +171,14 @@ func runBroker(ctx context.Context, args []string) error {
 		defer closeLogged(logger, "the object store", bucket)
 		logger.Info("tiered storage", "bucket", bucket)
 	}
+	faultFS, stopFaults, err := brokerFaultFS(ctx, *data, logger)
+	if err != nil {
+		return err
+	}
+	defer stopFaults() // after the broker closed (deferred below)
 	b, err := broker.New(broker.Options{
-		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data,
-		Coord: c, ReplicaLagTimeMax: *lag, SessionTimeout: *zk.sessionTimeout,
+		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data, FS: faultFS,
+		Coord: c, ReplicaLagTimeMax: *lag, FailedLogRecheck: *recheck, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
 		OpenSegmentFiles:        *openFiles,

@@ -27,6 +27,7 @@ type FS struct {
 	mu        sync.Mutex // guards the fields below
 	failWrite error      // returned by the next WriteAt, then cleared
 	failSync  error      // returned by the next Sync, then cleared
+	failSyncs error      // returned by every Sync while set (FailSyncs)
 	failOpen  error      // returned by the next OpenFile, then cleared
 	syncs     int
 	// crashIn counts down the changes still allowed before the crash point;
@@ -95,6 +96,15 @@ func (f *FS) FailNextSync(err error) {
 	f.failSync = err
 }
 
+// FailSyncs makes every Sync of a file or directory return err until it
+// is called again with nil: a disk that keeps failing its flushes (EIO),
+// until it is repaired.
+func (f *FS) FailSyncs(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSyncs = err
+}
+
 // Syncs counts the file fsyncs that succeeded.
 func (f *FS) Syncs() int {
 	f.mu.Lock()
@@ -115,6 +125,9 @@ func (f *FS) takeSync() error {
 	defer f.mu.Unlock()
 	err := f.failSync
 	f.failSync = nil
+	if err == nil {
+		err = f.failSyncs
+	}
 	if err == nil {
 		f.syncs++
 	}

@@ -107,6 +107,15 @@ type Options struct {
 	// Kafka makes every broker serve Kafka's protocol (--kafka-addr) on a
 	// loopback port of its own (Broker.KafkaAddr). Default false.
 	Kafka bool
+	// DataDirs gives brokers the data directory the test chose (one on a
+	// filesystem it mounted, say), by ID; it must outlive the processes.
+	// Default: a fresh temporary directory each.
+	DataDirs map[int32]string
+	// BrokerArgs are added to a broker's flags, by ID, after the harness's
+	// own (a repeated flag overrides: the last one counts). Default none.
+	BrokerArgs map[int32][]string
+	// BrokerEnv is added to a broker's environment, by ID. Default none.
+	BrokerEnv map[int32][]string
 	// GatewayArgs are added to every gateway's flags (--push-allow-private
 	// for tests that push to endpoints on loopback). Default none.
 	GatewayArgs []string
@@ -229,7 +238,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	// removed only after the processes writing to them are dead.
 	dataDirs := make([]string, opts.Brokers)
 	for i := range dataDirs {
-		dataDirs[i] = t.TempDir()
+		dataDirs[i] = opts.DataDirs[int32(i+1)]
+		if dataDirs[i] == "" {
+			dataDirs[i] = t.TempDir()
+		}
 	}
 	// On the way out: report (while the logs are fresh), then kill the
 	// processes, then close the proxies they dialled, then delete the
@@ -324,7 +336,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 				args = append(args, "--peer-address", fmt.Sprintf("%d=%s", to, c.links[[2]int32{id, to}].Addr()))
 			}
 		}
+		args = append(args, opts.BrokerArgs[id]...)
 		b.proc = newProcess(t, fmt.Sprintf("b%d", id), bin, args, c.Logf)
+		b.proc.env = opts.BrokerEnv[id]
 		if err := b.proc.start(); err != nil {
 			t.Fatal(err)
 		}

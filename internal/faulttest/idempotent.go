@@ -78,6 +78,9 @@ type IdemOptions struct {
 	Partitions []int32
 	// MaxRecords per request (1..MaxRecords). Default 3.
 	MaxRecords int
+	// Pad makes every value Pad bytes longer: bigger records fill a disk
+	// sooner. Default 0.
+	Pad int
 	// Timeout is the gateway's timeout_ms; an attempt gives up 3 s after
 	// it. Default 2 s.
 	Timeout time.Duration
@@ -166,12 +169,13 @@ func (c *Cluster) InitProducer() api.ProducerIdentity {
 
 func (l *IdemLoad) run(ctx context.Context, w int, id api.ProducerIdentity, rng *rand.Rand) {
 	next := map[int32]int32{}
+	pad := strings.Repeat("x", l.o.Pad)
 	for ctx.Err() == nil {
 		p := l.o.Partitions[rng.IntN(len(l.o.Partitions))]
 		n := 1 + rng.IntN(l.o.MaxRecords)
 		r := &IdemRequest{Producer: w, ID: id.ProducerID, Partition: p, FirstSeq: next[p]}
 		for i := range n {
-			r.Values = append(r.Values, fmt.Sprintf("i%d-p%d-%06d", w, p, int(next[p])+i))
+			r.Values = append(r.Values, fmt.Sprintf("i%d-p%d-%06d%s", w, p, int(next[p])+i, pad))
 		}
 		l.mu.Lock()
 		l.reqs = append(l.reqs, r)
@@ -293,6 +297,20 @@ func (l *IdemLoad) Acked() int {
 	n := 0
 	for _, r := range l.reqs {
 		if r.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// AckedSince counts the requests to partition p acknowledged by an attempt
+// that started at or after t.
+func (l *IdemLoad) AckedSince(p int32, t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reqs {
+		if r.Partition == p && r.OK && !r.Attempts[len(r.Attempts)-1].Start.Before(t) {
 			n++
 		}
 	}

@@ -113,6 +113,7 @@ type process struct {
 	name string
 	bin  string
 	args []string
+	env  []string // added to the test's environment
 	t    testing.TB
 	logf func(format string, args ...any)
 
@@ -143,6 +144,7 @@ func (p *process) start() error {
 	p.runs++
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), "SLUICE_ADDR=", "SLUICE_DATA=", "SLUICE_ZK=", "SLUICE_LOG_LEVEL=")
+	cmd.Env = append(cmd.Env, p.env...)
 	// One writer per stream, so that a line is never spliced from both.
 	wout, werr := &lineWriter{p: p, run: p.runs}, &lineWriter{p: p, run: p.runs}
 	cmd.Stdout, cmd.Stderr = wout, werr
