@@ -64,6 +64,8 @@ const (
 	CodeUnknownMemberID     Code = "UNKNOWN_MEMBER_ID"
 	CodeFencedMemberEpoch   Code = "FENCED_MEMBER_EPOCH"
 	CodeFencedInstanceID    Code = "FENCED_INSTANCE_ID"
+	CodeIllegalGeneration   Code = "ILLEGAL_GENERATION"
+	CodeInvalidSession      Code = "INVALID_SESSION_TIMEOUT"
 	CodeNotCoordinator      Code = "NOT_COORDINATOR"
 	CodeCoordinatorLoading  Code = "COORDINATOR_LOAD_IN_PROGRESS"
 	CodeCoordinatorNotAvail Code = "COORDINATOR_NOT_AVAILABLE"
@@ -131,6 +133,8 @@ var table = map[Code]Spec{
 	CodeUnknownMemberID:     {404, false, "the member is not in the group (it left, or its session expired): join again"},
 	CodeFencedMemberEpoch:   {409, false, "the member no longer owns the partition at this member epoch: poll or heartbeat for the new assignment"},
 	CodeFencedInstanceID:    {409, false, "a newer member took over this instance id"},
+	CodeIllegalGeneration:   {409, false, "a Kafka member named a generation that is not its current one: it rejoins the group"},
+	CodeInvalidSession:      {400, false, "the session timeout is outside the bounds the coordinator allows (1 s to 5 minutes)"},
 	CodeNotCoordinator:      {503, true, "this broker does not coordinate the group; ask the current one"},
 	CodeCoordinatorLoading:  {503, true, "the group coordinator is still loading its state"},
 	CodeCoordinatorNotAvail: {503, true, "the group coordinator cannot be reached or elected right now"},

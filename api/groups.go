@@ -48,6 +48,10 @@ const (
 	MemberKindWS   = "ws"
 	// MemberKindPush is a gateway's pusher in a push subscription's group.
 	MemberKindPush = "push"
+	// MemberKindKafka is a Kafka client speaking the classic group
+	// protocol (JoinGroup, SyncGroup, Heartbeat) on a broker's Kafka
+	// listener.
+	MemberKindKafka = "kafka"
 )
 
 // PushGroupPrefix starts the id of every push subscription's group

@@ -59,6 +59,8 @@ var codes = map[api.Code]*kerr.Error{
 	api.CodeUnknownMemberID:     kerr.UnknownMemberID,
 	api.CodeFencedMemberEpoch:   kerr.FencedMemberEpoch,
 	api.CodeFencedInstanceID:    kerr.FencedInstanceID,
+	api.CodeIllegalGeneration:   kerr.IllegalGeneration,
+	api.CodeInvalidSession:      kerr.InvalidSessionTimeout,
 	api.CodeNotCoordinator:      kerr.NotCoordinator,
 	api.CodeCoordinatorLoading:  kerr.CoordinatorLoadInProgress,
 	api.CodeCoordinatorNotAvail: kerr.CoordinatorNotAvailable,

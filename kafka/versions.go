@@ -48,11 +48,26 @@ type servedAPI struct {
 //     kmsg knows; the topic configs are the HTTP API's. AlterConfigs (the
 //     non-incremental one, which replaces every config) is not served.
 //   - DescribeCluster v0-v2.
+//   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
+//     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
+//     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
+//     1.22.3 knows, but OffsetCommit and OffsetFetch stop at v9: v10 names
+//     topics by ID. FindCoordinator v4+ and OffsetFetch v8+ batch keys and
+//     groups. groups.go says how they map onto the coordinator.
 var served = []servedAPI{
 	{key: kmsg.Produce, min: 0, max: 13, handle: (*Server).handleProduce},
 	{key: kmsg.Fetch, min: 4, max: 18, handle: (*Server).handleFetch},
 	{key: kmsg.ListOffsets, min: 0, max: 6, handle: (*Server).handleListOffsets},
 	{key: kmsg.Metadata, min: 0, max: 13, handle: (*Server).handleMetadata},
+	{key: kmsg.OffsetCommit, min: 0, max: 9, handle: (*Server).handleOffsetCommit},
+	{key: kmsg.OffsetFetch, min: 0, max: 9, handle: (*Server).handleOffsetFetch},
+	{key: kmsg.FindCoordinator, min: 0, max: 6, handle: (*Server).handleFindCoordinator},
+	{key: kmsg.JoinGroup, min: 0, max: 9, handle: (*Server).handleJoinGroup},
+	{key: kmsg.Heartbeat, min: 0, max: 4, handle: (*Server).handleHeartbeat},
+	{key: kmsg.LeaveGroup, min: 0, max: 5, handle: (*Server).handleLeaveGroup},
+	{key: kmsg.SyncGroup, min: 0, max: 5, handle: (*Server).handleSyncGroup},
+	{key: kmsg.DescribeGroups, min: 0, max: 6, handle: (*Server).handleDescribeGroups},
+	{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Server).handleListGroups},
 	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
 	{key: kmsg.CreateTopics, min: 0, max: 7, handle: (*Server).handleCreateTopics},
 	{key: kmsg.DeleteTopics, min: 0, max: 6, handle: (*Server).handleDeleteTopics},

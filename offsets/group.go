@@ -30,6 +30,11 @@ type Member struct {
 	MemberValue
 	LastSeen  time.Time
 	positions map[api.TopicPartition]int64
+	// rejoinBy is set for a Kafka member from the first heartbeat that asks
+	// it to rejoin: a member that keeps heartbeating but has not rejoined
+	// by then is removed (its rebalance timeout), so a partition pending
+	// its revocation cannot stay held. Zero: no rejoin asked.
+	rejoinBy time.Time
 }
 
 func newGroup(id string) *Group {
@@ -59,6 +64,10 @@ func (g *Group) clone() *Group {
 		mv.Owned = slices.Clone(mv.Owned)
 		mv.Target = slices.Clone(mv.Target)
 		mv.Replaced = slices.Clone(mv.Replaced)
+		if mv.Classic != nil {
+			c := *mv.Classic
+			mv.Classic = &c
+		}
 		c.Members[id] = &Member{MemberValue: mv, LastSeen: m.LastSeen}
 	}
 	return c

@@ -98,7 +98,9 @@ func (s *State) Join(group, newID string, p JoinParams, meta Metadata, now time.
 		g = newGroup(group)
 	}
 	next := g.clone()
-	if old := next.byInstance(p.InstanceID); old != nil {
+	if old := next.byInstance(p.InstanceID); old != nil && old.Kind == api.MemberKindKafka {
+		return nil, api.Errorf(api.CodeFencedInstanceID, "instance id %q of group %q is held by a Kafka client", p.InstanceID, group)
+	} else if old != nil {
 		// Static membership (KIP-345): the new incarnation takes the old
 		// one's place and partitions; a new member epoch on every grant
 		// fences whatever the old one still tries to commit.
@@ -160,6 +162,11 @@ func checkKind(group, kind string) error {
 // so a partition never has two owners. Any change bumps m's epoch, and new
 // grants carry it.
 func reconcile(g *Group, m *Member) bool {
+	if m.Kind == api.MemberKindKafka {
+		// A Kafka member reads its partitions itself: it gives one up only
+		// by rejoining without it (reconcileClassic), leaving or expiring.
+		return false
+	}
 	changed := false
 	kept := m.Owned[:0:0]
 	for _, o := range m.Owned {
@@ -208,6 +215,17 @@ func (s *State) member(group, id string) (*Group, *Member, error) {
 	return g, m, nil
 }
 
+// httpMember is member for the HTTP door's requests: a Kafka member is
+// served only through the Kafka listener (its partitions change only when
+// it rejoins there), so the HTTP door does not know it.
+func (s *State) httpMember(group, id string) (*Group, *Member, error) {
+	g, m, err := s.member(group, id)
+	if err == nil && m.Kind == api.MemberKindKafka {
+		return nil, nil, api.Errorf(api.CodeUnknownMemberID, "member %q of group %q is a Kafka client's: it is served on the Kafka listener only", id, group)
+	}
+	return g, m, err
+}
+
 // Member returns a live member, or the error a request naming it gets.
 func (s *State) Member(group, id string) (*Member, error) {
 	_, m, err := s.member(group, id)
@@ -217,7 +235,7 @@ func (s *State) Member(group, id string) (*Member, error) {
 // Heartbeat renews the member's session and moves it toward its target.
 // Every member request is a heartbeat.
 func (s *State) Heartbeat(group, id string, meta Metadata, now time.Time) ([]Record, error) {
-	g, m, err := s.member(group, id)
+	g, m, err := s.httpMember(group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +257,7 @@ func (s *State) Heartbeat(group, id string, meta Metadata, now time.Time) ([]Rec
 // member's previous poll ended at (from cursor when given, else from memory),
 // then it heartbeats. The plan (PollPlan) is read once the records are applied.
 func (s *State) StartPoll(group, id string, cursor *api.Cursor, meta Metadata, now time.Time) ([]Record, error) {
-	g, m, err := s.member(group, id)
+	g, m, err := s.httpMember(group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +333,7 @@ type PollPlan struct {
 // cursor's position (made while the partition was held), else where the
 // member's last poll ended, else the committed offset, else the reset policy.
 func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
-	g, m, err := s.member(group, id)
+	g, m, err := s.httpMember(group, id)
 	if err != nil {
 		return PollPlan{}, err
 	}
@@ -336,7 +354,7 @@ func (s *State) Plan(group, id string, cursor *api.Cursor) (PollPlan, error) {
 // a cursor, and renews the session (the poll may have waited). Memory only: a new coordinator starts from the committed offsets.
 // Positions of partitions the member no longer owns are ignored.
 func (s *State) EndPoll(group, id string, positions []api.PartitionOffset, now time.Time) {
-	_, m, err := s.member(group, id)
+	_, m, err := s.httpMember(group, id)
 	if err != nil {
 		return
 	}
@@ -357,7 +375,7 @@ func (s *State) EndPoll(group, id string, positions []api.PartitionOffset, now t
 // epoch no older than the partition's grant, and returns the offset records
 // (plus a heartbeat's). Nothing is committed when any check fails.
 func (s *State) Commit(group, id string, epoch int32, offsets []api.PartitionOffset, meta Metadata, now time.Time) ([]Record, error) {
-	_, m, err := s.member(group, id)
+	_, m, err := s.httpMember(group, id)
 	if err != nil {
 		return nil, err
 	}

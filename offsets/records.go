@@ -58,6 +58,9 @@ type OffsetValue struct {
 	CommitMs int64 `json:"commit_ms"`
 	// Metadata is the committer's, stored with the offset.
 	Metadata string `json:"metadata,omitempty"`
+	// LeaderEpoch is the leader epoch of the record before Offset, as a
+	// Kafka client commits it (KIP-320); nil when the committer gave none.
+	LeaderEpoch *int32 `json:"leader_epoch,omitempty"`
 }
 
 // GroupValue is the value of a group record: the whole persisted state of a
@@ -94,6 +97,25 @@ type MemberValue struct {
 	// Replaced are member ids this static member took over (newest last, at
 	// most maxReplaced): their requests get FENCED_INSTANCE_ID.
 	Replaced []string `json:"replaced,omitempty"`
+	// Classic is set for a Kafka client's member (Kind "kafka"): what its
+	// JoinGroup said about its protocol and timeouts.
+	Classic *ClassicMember `json:"classic,omitempty"`
+}
+
+// ClassicMember is what a Kafka member of the classic group protocol
+// persists beyond other members.
+type ClassicMember struct {
+	// Protocol is the name of the client's first protocol (its assignor),
+	// the one JoinGroup and SyncGroup answer with.
+	Protocol string `json:"protocol"`
+	// Version is the version of the ConsumerMemberMetadata the client sent:
+	// its assignments are encoded at that version, as Kafka does.
+	Version int16 `json:"version"`
+	// RebalanceTimeoutMs is how long the member may take to rejoin once a
+	// heartbeat asked it to.
+	RebalanceTimeoutMs int64 `json:"rebalance_timeout_ms"`
+	ClientID           string `json:"client_id,omitempty"`
+	ClientHost         string `json:"client_host,omitempty"`
 }
 
 // Grant is an owned partition, the member epoch it was granted at (which

@@ -147,7 +147,7 @@ func applyGroupValue(g *Group, v GroupValue, now time.Time) {
 	for _, mv := range v.Members {
 		m := &Member{MemberValue: mv, LastSeen: now}
 		if prev := old[mv.ID]; prev != nil {
-			m.LastSeen = prev.LastSeen
+			m.LastSeen, m.rejoinBy = prev.LastSeen, prev.rejoinBy
 			for tp, off := range prev.positions {
 				if m.grant(tp) >= 0 && m.grant(tp) == prev.grant(tp) {
 					if m.positions == nil {
@@ -170,7 +170,7 @@ func (s *State) Expire(now time.Time, meta Metadata) []Record {
 		var gone []string
 		for _, mid := range g.memberIDs() {
 			m := g.Members[mid]
-			if now.Sub(m.LastSeen) > m.sessionTimeout() {
+			if now.Sub(m.LastSeen) > m.sessionTimeout() || !m.rejoinBy.IsZero() && now.After(m.rejoinBy) {
 				gone = append(gone, mid)
 			}
 		}

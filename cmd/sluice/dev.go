@@ -122,10 +122,11 @@ Ctrl-C stops it.
 			fmt.Printf("\nKafka clients: the brokers on %s serve only ApiVersions while authentication is required (no Kafka authentication is served yet).\n", kafkaBrokers(cl))
 		} else {
 			fmt.Printf(`
-Kafka clients on %s (metadata, produce, fetch; no consumer groups yet):
+Kafka clients on %s (metadata, produce, fetch, consumer groups):
   kcat -b %s -L
   kcat -b %s -C -t orders -o beginning -e
-`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr(), cl.Broker(1).KafkaAddr())
+  kcat -b %s -G billing orders
+`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr(), cl.Broker(1).KafkaAddr(), cl.Broker(1).KafkaAddr())
 		}
 	}
 	<-ctx.Done()
