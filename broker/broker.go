@@ -71,6 +71,11 @@ type Options struct {
 	// ReplicaLagTimeMax: a follower that has not caught up for this long
 	// leaves the ISR. Default 10 s (Kafka's replica.lag.time.max.ms is 30 s).
 	ReplicaLagTimeMax time.Duration
+	// OffsetsTopicPartitions is the partition count of __consumer_offsets
+	// when a Kafka client's first group request makes this broker create
+	// it (the gateways' --offsets-topic-partitions when they make it).
+	// Default 50.
+	OffsetsTopicPartitions int
 	// FailedLogRecheck is the first wait before the disk of a failed log is
 	// probed to open the log again; it doubles per failed probe, up to
 	// 20 s. Default 5 s.
@@ -162,6 +167,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.OffsetsTopicPartitions == 0 {
+		o.OffsetsTopicPartitions = 50
 	}
 	if o.FailedLogRecheck == 0 {
 		o.FailedLogRecheck = 5 * time.Second

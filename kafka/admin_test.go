@@ -17,4 +17,3 @@ func (f *fakeBackend) DeleteTopic(context.Context, string) error {
 func (f *fakeBackend) AlterTopicConfig(context.Context, string, api.AlterTopicConfigRequest, bool) error {
 	return api.Errorf(api.CodeInvalidRequest, "the fake alters no configs")
 }
-

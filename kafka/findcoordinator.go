@@ -28,10 +28,21 @@ const maxCoordinatorKeys = 1000
 // at once. Transactions are not served: their keys are answered
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId answers a
 // transactional id.
-func (s *Server) handleFindCoordinator(_ context.Context, _ *conn, kreq kmsg.Request) (kmsg.Response, error) {
+func (s *Server) handleFindCoordinator(ctx context.Context, _ *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	md := s.opts.Backend.Metadata()
+	if gb, ok := s.groupsBackend(); ok && req.CoordinatorType == coordinatorGroup {
+		if _, exists := md.Topics[api.OffsetsTopic]; !exists {
+			// The first group request of a cluster: create the topic;
+			// this answer still says COORDINATOR_NOT_AVAILABLE unless its
+			// leaders are there already, and the client asks again.
+			if err := gb.EnsureOffsetsTopic(ctx); err != nil {
+				s.log.Warn("kafka: creating the consumer offsets topic failed", "err", err)
+			}
+			md = s.opts.Backend.Metadata()
+		}
+	}
 	brokers := metadataBrokers(md)
 	find := func(key string) (kafkaBroker, error) {
 		switch req.CoordinatorType {

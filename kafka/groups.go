@@ -43,6 +43,11 @@ type Groups interface {
 	DescribeGroup(ctx context.Context, group string) (d GroupDescription, ok bool, err error)
 	// ListGroups lists the groups of every coordinator this broker leads.
 	ListGroups(ctx context.Context) ([]GroupListing, error)
+	// EnsureOffsetsTopic creates __consumer_offsets when it does not
+	// exist, as the gateway does on the first HTTP group request (one made
+	// first by another is fine), so that a cluster only Kafka clients use
+	// gets its group coordinators too.
+	EnsureOffsetsTopic(ctx context.Context) error
 }
 
 // GroupJoin is a decoded JoinGroup.

@@ -139,6 +139,9 @@ func (f *fakeGroups) DescribeGroup(_ context.Context, group string) (GroupDescri
 	return d, true, nil
 }
 
+// EnsureOffsetsTopic: the fake's metadata has the topic already.
+func (f *fakeGroups) EnsureOffsetsTopic(context.Context) error { return nil }
+
 func (f *fakeGroups) ListGroups(context.Context) ([]GroupListing, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -184,3 +184,33 @@ func TestKafkaTopicAdmin(t *testing.T) {
 		})
 	}
 }
+
+// A cluster only Kafka clients use gets its group coordinators: the first
+// FindCoordinator makes the broker create __consumer_offsets (with the
+// broker's --offsets-topic-partitions), and a later one names the
+// coordinator.
+func TestKafkaOnlyClusterCreatesTheOffsetsTopic(t *testing.T) {
+	cl, hc := kafkaCluster(t, api.CreateTopicRequest{Name: "only-kafka", Partitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := hc.GetTopic(ctx, api.OffsetsTopic); err == nil {
+		t.Fatalf("%s exists before any group request", api.OffsetsTopic)
+	}
+	kc := newKgo(t, cl)
+	testwait.Check(t, 30*time.Second, "a coordinator for group solo", func() error {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = "solo"
+		resp, err := req.RequestWith(ctx, kc)
+		if err != nil {
+			return err
+		}
+		if resp.ErrorCode != 0 {
+			return kerr.ErrorForCode(resp.ErrorCode)
+		}
+		return nil
+	})
+	top, err := hc.GetTopic(ctx, api.OffsetsTopic)
+	if err != nil || len(top.Partitions) != 4 {
+		t.Fatalf("%s after FindCoordinator: %+v, %v", api.OffsetsTopic, top, err)
+	}
+}

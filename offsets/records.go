@@ -113,7 +113,7 @@ type ClassicMember struct {
 	Version int16 `json:"version"`
 	// RebalanceTimeoutMs is how long the member may take to rejoin once a
 	// heartbeat asked it to.
-	RebalanceTimeoutMs int64 `json:"rebalance_timeout_ms"`
+	RebalanceTimeoutMs int64  `json:"rebalance_timeout_ms"`
 	ClientID           string `json:"client_id,omitempty"`
 	ClientHost         string `json:"client_host,omitempty"`
 }

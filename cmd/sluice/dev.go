@@ -77,6 +77,7 @@ func runDev(ctx context.Context, args []string) error {
 			o.MaxPartitionsPerBroker = limits.maxPartitionsPerBroker()
 			o.MaxGroupsPerCoordinator = limits.maxGroupsPerCoordinator()
 			o.Kafka = broker.KafkaOptions{Addr: kafkaAddrOf(id), Limits: limits.kafkaLimits()}
+			o.OffsetsTopicPartitions = 8 // as the gateway's below
 		},
 		Gateway: func(o *gateway.Options) {
 			o.Version = version

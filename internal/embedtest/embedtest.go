@@ -106,6 +106,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			if opts.Kafka {
 				o.Kafka.Addr = "127.0.0.1:0"
 			}
+			o.OffsetsTopicPartitions = 4 // as the gateway's
 			if opts.WrapCoord != nil {
 				o.Coord = opts.WrapCoord(id, o.Coord)
 			}

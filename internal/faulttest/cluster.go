@@ -320,6 +320,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if b.KafkaAddr != "" {
 			args = append(args, "--kafka-addr", b.KafkaAddr)
 		}
+		if n := opts.OffsetsTopicPartitions; n > 0 {
+			args = append(args, "--offsets-topic-partitions", strconv.Itoa(n))
+		}
 		if tlsArgs != nil {
 			args = append(args, tlsArgs(id)...)
 		}
