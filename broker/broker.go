@@ -76,6 +76,18 @@ type Options struct {
 	// it (the gateways' --offsets-topic-partitions when they make it).
 	// Default 50.
 	OffsetsTopicPartitions int
+	// MinFreeBytes and MinFreePercent set the data directory's low-space
+	// watermark: the larger of MinFreeBytes and MinFreePercent of the
+	// filesystem. Below it the broker refuses leader appends (a retriable
+	// STORAGE_ERROR) and hands its replicas over as it does failed logs,
+	// before a write fails half-way on a full disk. Defaults 256 MiB and
+	// 1; MinFreeBytes -1 turns the watermark off.
+	MinFreeBytes   int64
+	MinFreePercent float64
+	// FreeSpace reports the data directory's free and total bytes. Default:
+	// statfs of DataDir; a broker on Options.FS without a DataDir has no
+	// watermark unless this is set.
+	FreeSpace func() (free, total uint64, err error)
 	// FailedLogRecheck is the first wait before the disk of a failed log is
 	// probed to open the log again; it doubles per failed probe, up to
 	// 20 s. Default 5 s.
@@ -171,6 +183,19 @@ func (o *Options) validate() error {
 	if o.OffsetsTopicPartitions == 0 {
 		o.OffsetsTopicPartitions = 50
 	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 256 << 20
+	}
+	if o.MinFreePercent == 0 {
+		o.MinFreePercent = 1
+	}
+	if o.MinFreePercent < 0 || o.MinFreePercent > 50 {
+		return fmt.Errorf("broker: MinFreePercent %v: want 0 to 50", o.MinFreePercent)
+	}
+	if o.FreeSpace == nil && o.DataDir != "" && o.FS == nil {
+		dir := o.DataDir
+		o.FreeSpace = func() (uint64, uint64, error) { return statfsFree(dir) }
+	}
 	if o.FailedLogRecheck == 0 {
 		o.FailedLogRecheck = 5 * time.Second
 	}
@@ -221,6 +246,7 @@ type Broker struct {
 	storageKick      chan struct{}
 	storageRecheck   chan struct{} // cap 1: probe every failed log's disk now
 	failed           atomic.Pointer[[]api.FailedLog]
+	lowSpace         atomic.Pointer[error] // the refusal while below the free-space watermark
 	failedRegistered atomic.Bool
 	recKick          chan struct{} // cap 1: reconcile now (a fence generation became live)
 	groups           groupHost     // consumer-group coordinators of the __consumer_offsets partitions here
@@ -340,6 +366,7 @@ func New(opts Options) (*Broker, error) {
 		resign:     b.resign,
 		recovering: b.recovering,
 		logFailed:  b.kickStorage,
+		lowSpace:   b.lowSpaceRefusal,
 		files:      commitlog.NewFilePool(opts.OpenSegmentFiles),
 		kickISR: func() {
 			select {

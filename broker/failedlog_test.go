@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -206,4 +208,61 @@ func produceTo(t *testing.T, base, topic string, partition int32, value string) 
 		t.Logf("produce to %s/%d: %d %s: %s", topic, partition, resp.StatusCode, eb.Error.Code, eb.Error.Message)
 	}
 	return resp.StatusCode
+}
+
+// Below the free-space watermark a broker refuses leader appends and hands
+// every replica over as it does failed logs, before a write can fail
+// half-way on a full disk; above it again its replicas rejoin.
+func TestLowDiskSpaceHandsOver(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(10 << 30)
+	c := embedtest.Start(t, embedtest.Options{Brokers: 3, ReplicaLagTimeMax: time.Minute,
+		TuneBroker: func(id int, o *broker.Options) {
+			if id == 1 {
+				o.MinFreeBytes = 256 << 20
+				o.FreeSpace = func() (uint64, uint64, error) { return free.Load(), 20 << 30, nil }
+			}
+		}})
+	rc := rcluster{c, t}
+	rc.post("/v1/topics", api.CreateTopicRequest{Name: "df", Partitions: 3, ReplicationFactor: 3}, 201)
+	var led int32 = -1
+	testwait.Check(t, 20*time.Second, "df fully replicated, a partition led by broker 1", func() error {
+		led = -1
+		for _, p := range topic(t, c.URL, "df").Partitions {
+			if len(p.ISR) != 3 {
+				return fmt.Errorf("%+v", p)
+			}
+			if p.Leader == 1 {
+				led = p.Partition
+			}
+		}
+		if led < 0 {
+			return fmt.Errorf("broker 1 leads nothing")
+		}
+		return nil
+	})
+
+	free.Store(100 << 20) // below 256 MiB
+	testwait.Check(t, 15*time.Second, "broker 1 handed every replica over", func() error {
+		for _, p := range topic(t, c.URL, "df").Partitions {
+			if p.Leader == 1 || slices.Contains(p.ISR, 1) || len(p.OfflineReplicas) != 1 || p.OfflineReplicas[0].Broker != 1 ||
+				!strings.Contains(p.OfflineReplicas[0].Error, "low disk space") {
+				return fmt.Errorf("df/%d: %+v", p.Partition, p)
+			}
+		}
+		return nil
+	})
+	if code := produceTo(t, c.URL, "df", led, "elsewhere"); code != http.StatusOK {
+		t.Fatalf("acks=all produce to df/%d, led elsewhere now: %d", led, code)
+	}
+
+	free.Store(10 << 30)
+	testwait.Check(t, 30*time.Second, "broker 1 back in every ISR", func() error {
+		for _, p := range topic(t, c.URL, "df").Partitions {
+			if len(p.ISR) != 3 || len(p.OfflineReplicas) != 0 {
+				return fmt.Errorf("df/%d: %+v", p.Partition, p)
+			}
+		}
+		return nil
+	})
 }

@@ -64,6 +64,9 @@ type partitionDeps struct {
 	// logFailed tells the storage loop that a log turned read-only; it
 	// returns at once (the log's lock is held).
 	logFailed func()
+	// lowSpace is the refusal of a leader append while the data
+	// directory's free space is below its watermark, nil otherwise.
+	lowSpace func() error
 }
 
 // Partition is one partition replica on this broker: its log and the role the
@@ -362,6 +365,9 @@ func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int
 		return brokerapi.ProduceResult{}, 0, api.Errorf(api.CodeNotEnoughReplicas, "%s has %d in-sync replicas %v, min.insync.replicas is %d", p, len(isr), isr, cfg.MinInsyncReplicas)
 	}
 	if err := checkBatchTimes(batches, *cfg, time.Now().UnixMilli()); err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
+	if err := p.deps.lowSpace(); err != nil {
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	info, err := p.log.Append(batches, epoch)

@@ -50,6 +50,7 @@ func (b *Broker) storageLoop(ctx context.Context) {
 			force = true
 		case <-t.C:
 		}
+		b.checkFreeSpace()
 		b.recheckFailed(rc, force)
 		now := b.scanFailedLogs()
 		was := b.failedLogs()
@@ -90,13 +91,22 @@ func (b *Broker) failedLogs() []api.FailedLog {
 	return nil
 }
 
-// scanFailedLogs lists the local replicas whose log failed, and those the
-// reconcile loop could not open, sorted by topic and partition.
+// scanFailedLogs lists the local replicas whose log failed, those the
+// reconcile loop could not open, and, while the free space is below its
+// watermark, every other one, sorted by topic and partition.
 func (b *Broker) scanFailedLogs() []api.FailedLog {
+	return b.scanLogs(b.lowSpaceRefusal())
+}
+
+// scanLogs is scanFailedLogs with low the low-space refusal (nil: list only
+// the logs that failed).
+func (b *Broker) scanLogs(low error) []api.FailedLog {
 	var out []api.FailedLog
 	for _, p := range b.parts.all() {
 		if err := p.log.Err(); err != nil {
 			out = append(out, api.FailedLog{Topic: p.Topic, Partition: p.ID, Reason: api.ReasonStorageError, Error: err.Error()})
+		} else if low != nil {
+			out = append(out, api.FailedLog{Topic: p.Topic, Partition: p.ID, Reason: api.ReasonStorageError, Error: low.Error()})
 		}
 	}
 	for tp, err := range b.parts.openFailures() {
@@ -227,7 +237,7 @@ func recheckBackoff(first time.Duration, attempts int) time.Duration {
 // force) and re-opens the failed logs when it passes.
 func (b *Broker) recheckFailed(rc *rechecks, force bool) {
 	now := time.Now()
-	failed := b.scanFailedLogs()
+	failed := b.scanLogs(nil) // the logs that failed, not those low space hands over
 	for tp, lr := range rc.logs {
 		if now.Sub(lr.last) > recheckSettle {
 			delete(rc.logs, tp)
@@ -305,4 +315,50 @@ func nonNilFailed(f []api.FailedLog) []api.FailedLog {
 		return []api.FailedLog{}
 	}
 	return f
+}
+
+// The low-space watermark. A disk that fills fails the write that hits it
+// half-way, and that log turns read-only. The storage loop measures the
+// data directory's free space every turn instead; below the watermark
+// (Options.MinFreeBytes, MinFreePercent) leader appends are refused with a
+// retriable STORAGE_ERROR and every local replica is listed in the
+// registration's failed_logs, so the controller moves the leaderships away
+// and the leaders take the replicas out of their ISRs, as for failed logs;
+// followers go on copying (their logs fail only if the disk does fill).
+// Above it again, the list clears and the replicas rejoin: the preferred
+// leaders come back with the controller's rebalance.
+
+// lowSpaceRefusal is the error leader appends get while the free space is
+// below the watermark, nil otherwise.
+func (b *Broker) lowSpaceRefusal() error {
+	if p := b.lowSpace.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// checkFreeSpace measures the free space and moves in or out of the low
+// state, with a log line per transition. A failed measurement changes
+// nothing.
+func (b *Broker) checkFreeSpace() {
+	if b.opts.FreeSpace == nil || b.opts.MinFreeBytes < 0 {
+		return
+	}
+	free, total, err := b.opts.FreeSpace()
+	if err != nil {
+		b.log.Debug("measuring the data directory's free space failed", "err", err)
+		return
+	}
+	mark := max(uint64(b.opts.MinFreeBytes), uint64(b.opts.MinFreePercent/100*float64(total))) //nolint:gosec // MinFreeBytes >= 0 here
+	was := b.lowSpaceRefusal()
+	switch {
+	case free < mark && was == nil:
+		var err error = api.Errorf(api.CodeStorageError, "low disk space: %d MiB free, below the watermark of %d MiB", free>>20, mark>>20)
+		b.lowSpace.Store(&err)
+		b.log.Error("free space below the watermark: refusing appends and handing every replica over", "free_bytes", free, "watermark_bytes", mark)
+		b.kickStorage()
+	case free >= mark && was != nil:
+		b.lowSpace.Store(nil)
+		b.log.Info("free space above the watermark again: taking appends", "free_bytes", free, "watermark_bytes", mark)
+	}
 }

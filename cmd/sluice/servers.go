@@ -116,6 +116,8 @@ func runBroker(ctx context.Context, args []string) error {
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	lag := fs.Duration("replica-lag-time-max", envDuration("SLUICE_REPLICA_LAG_TIME_MAX", 10*time.Second), "a follower not caught up for this long leaves the ISR (env SLUICE_REPLICA_LAG_TIME_MAX)")
 	brokerOffsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when a Kafka client's first group request makes this broker create it (env SLUICE_OFFSETS_TOPIC_PARTITIONS; as the gateways')")
+	minFreeBytes := fs.Int64("min-free-bytes", envInt64("SLUICE_MIN_FREE_BYTES", 256<<20), "below the larger of this many free bytes and --min-free-percent of the data directory's filesystem, refuse appends and hand every replica over; -1: no watermark (env SLUICE_MIN_FREE_BYTES)")
+	minFreePercent := fs.Float64("min-free-percent", envFloat("SLUICE_MIN_FREE_PERCENT", 1), "see --min-free-bytes (env SLUICE_MIN_FREE_PERCENT)")
 	recheck := fs.Duration("failed-log-recheck", envDuration("SLUICE_FAILED_LOG_RECHECK", 5*time.Second), "first wait before the disk of a log that failed is probed to open the log again; doubles per failed probe, up to 20 s (env SLUICE_FAILED_LOG_RECHECK)")
 	peers := peerFlag{}
 	fs.Var(peers, "peer-address", "dial broker ID at this address instead of its registered one, ID=host:port (repeatable)")
@@ -179,7 +181,8 @@ func runBroker(ctx context.Context, args []string) error {
 	defer stopFaults() // after the broker closed (deferred below)
 	b, err := broker.New(broker.Options{
 		ID: int32(*id), Addr: *addr, AdvertisedAddr: *advertised, DataDir: *data, FS: faultFS,
-		Coord: c, ReplicaLagTimeMax: *lag, FailedLogRecheck: *recheck, OffsetsTopicPartitions: *brokerOffsetsParts, SessionTimeout: *zk.sessionTimeout,
+		Coord: c, ReplicaLagTimeMax: *lag, FailedLogRecheck: *recheck, OffsetsTopicPartitions: *brokerOffsetsParts,
+		MinFreeBytes: *minFreeBytes, MinFreePercent: *minFreePercent, SessionTimeout: *zk.sessionTimeout,
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
 		OpenSegmentFiles:        *openFiles,

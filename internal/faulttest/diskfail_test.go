@@ -58,7 +58,9 @@ func TestDiskFullHandover(t *testing.T) {
 		// its logs failed, not because it fell behind.
 		ReplicaLagTimeMax: 30 * time.Second,
 		DataDirs:          map[int32]string{failing: dir},
-		BrokerArgs:        map[int32][]string{failing: {"--log-level", "debug"}},
+		// No free-space watermark: the test is of a write that fails on
+		// the full disk (TestLowDiskSpaceHandsOver tests the watermark).
+		BrokerArgs: map[int32][]string{failing: {"--log-level", "debug", "--min-free-bytes", "-1"}},
 	})
 	runDiskFailure(t, c, diskFailure{
 		pad:     1024,
