@@ -33,6 +33,10 @@ type StreamConfig struct {
 	// replica.fetch.wait.max.ms). The leader's ISR clock ticks with each
 	// fetch, so it must stay well below replica.lag.time.max.ms.
 	MaxWait time.Duration
+	// PartitionBackoff is a partition's first pause out of the session
+	// after an error; each error in a row doubles it, up to 1 s. Default
+	// 20 ms.
+	PartitionBackoff time.Duration
 	// Recover, when set, runs the stream's loop noting a panic in it; the
 	// loop starts again a second later when it panicked.
 	Recover func(where string, f func()) bool
@@ -67,7 +71,7 @@ type StreamPartition struct {
 //     metadata that names it a new leader or epoch.
 //
 // Each of these takes the partition out of the session for at least a
-// backoff (20 ms, doubling to 1 s), so one partition's error, which ends the
+// backoff (PartitionBackoff, doubling to 1 s), so one partition's error, which ends the
 // leader's long poll at once, never makes the stream spin.
 type Stream struct {
 	cfg StreamConfig
@@ -137,6 +141,9 @@ func NewStream(cfg StreamConfig) *Stream {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 500 * time.Millisecond
 	}
+	if cfg.PartitionBackoff == 0 {
+		cfg.PartitionBackoff = 20 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -176,7 +183,7 @@ func (s *Stream) Add(sp StreamPartition) {
 		s.Remove(sp.Topic, sp.Partition)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	m := &member{sp: sp, tp: tp, ctx: ctx, cancel: cancel, state: truncating, leaderHW: -1, backoff: newBackoff()}
+	m := &member{sp: sp, tp: tp, ctx: ctx, cancel: cancel, state: truncating, leaderHW: -1, backoff: newBackoffFrom(s.cfg.PartitionBackoff)}
 	s.mu.Lock()
 	s.parts[tp] = m
 	s.mu.Unlock()

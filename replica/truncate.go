@@ -115,16 +115,21 @@ func resetIfBehind(ctx context.Context, cfg lineage, log *slog.Logger) error {
 	})
 }
 
-// backoff grows from 20 ms to 1 s.
-type backoff struct{ d time.Duration }
+// backoff grows from its first pause (20 ms unless set) to 1 s.
+type backoff struct{ first, d time.Duration }
 
-func newBackoff() backoff  { return backoff{d: 20 * time.Millisecond} }
-func (b *backoff) reset() { b.d = 20 * time.Millisecond }
+func newBackoff() backoff { return newBackoffFrom(20 * time.Millisecond) }
+
+func newBackoffFrom(first time.Duration) backoff {
+	return backoff{first: first, d: first}
+}
+
+func (b *backoff) reset() { b.d = b.first }
 
 // next is the pause to take now; the one after is twice as long.
 func (b *backoff) next() time.Duration {
 	d := b.d
-	b.d = min(2*b.d, time.Second)
+	b.d = min(2*b.d, max(time.Second, b.first))
 	return d
 }
 
