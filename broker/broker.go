@@ -115,7 +115,7 @@ type Options struct {
 	// GroupLagInterval is how often the group coordinators here measure
 	// their groups' lag for the metrics. Default 10 s.
 	GroupLagInterval time.Duration
-	// CrashOnPanic re-raises a panic in a background loop or a follower run
+	// CrashOnPanic re-raises a panic in a background loop or a replication stream
 	// after logging it, instead of recovering and starting the loop again
 	// (a panicking request is answered INTERNAL either way). Default false;
 	// tests set it so that a bug fails them.
@@ -216,8 +216,8 @@ type Broker struct {
 	// streams are this broker's replication streams as a follower, one per
 	// leader (streams.go).
 	streams *streams
-	quotas  brokerQuotas     // client quotas: the watched config and its buckets
-	kafka   kafkaListener    // the Kafka protocol listener (kafkabackend.go); zero when off
+	quotas  brokerQuotas  // client quotas: the watched config and its buckets
+	kafka   kafkaListener // the Kafka protocol listener (kafkabackend.go); zero when off
 
 	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
 	authRefused authRefusals

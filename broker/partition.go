@@ -137,9 +137,10 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 		p.mu.Unlock()
 		return
 	}
-	// The role is in place when this leadership's leader or follower loop
-	// already runs; a follower that could not start (its leader was not
-	// registered yet) is started by a later call with the same state.
+	// The role is in place when this leadership's progress exists or the
+	// replica is on its leader's stream; a follower that could not join (its
+	// leader was not registered yet) joins with a later call of the same
+	// state.
 	running := st.Leader < 0 || (st.Leader == p.deps.self && p.progress != nil) || (st.Leader != p.deps.self && p.following >= 0)
 	sameRole := st.LeaderEpoch == p.state.LeaderEpoch && st.Leader == p.state.Leader && !p.fenced && running
 	p.state, p.stateVersion, p.fenced = st, version, false
