@@ -373,13 +373,18 @@ func (s *Stream) took(req brokerapi.ReplicaFetchRequest, sessionID int32) {
 	}
 	s.mu.Lock()
 	for _, c := range req.Changed {
-		if m := s.parts[c.TopicPartition]; m != nil {
+		// The leader's session holds every partition named. One that left
+		// the stream, or was replaced (another leader epoch), since the
+		// request was built is held with no member: the next request
+		// removes it or names it again, so that its error cannot end
+		// every long poll.
+		e := sessionEntry{offset: c.FetchOffset}
+		if m := s.parts[c.TopicPartition]; m != nil && m.sp.LeaderEpoch == c.LeaderEpoch {
 			m.mu.Lock()
-			s.session[c.TopicPartition] = sessionEntry{m: m, gen: m.gen, offset: c.FetchOffset}
+			e.m, e.gen = m, m.gen
 			m.mu.Unlock()
-		} else {
-			delete(s.session, c.TopicPartition)
 		}
+		s.session[c.TopicPartition] = e
 	}
 	s.mu.Unlock()
 	s.sessionID = sessionID
@@ -398,6 +403,9 @@ func (s *Stream) apply(a *brokerapi.ReplicaFetchedPartition) {
 		return
 	}
 	m := e.m
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.left || m.state != fetching || m.gen != e.gen {
