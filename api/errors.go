@@ -45,6 +45,8 @@ const (
 	CodeLeaderNotAvailable    Code = "LEADER_NOT_AVAILABLE"
 	CodeFencedLeaderEpoch     Code = "FENCED_LEADER_EPOCH"
 	CodeUnknownLeaderEpoch    Code = "UNKNOWN_LEADER_EPOCH"
+	CodeFetchSessionNotFound  Code = "FETCH_SESSION_ID_NOT_FOUND"
+	CodeInvalidFetchEpoch     Code = "INVALID_FETCH_SESSION_EPOCH"
 	CodeStaleControllerEpoch  Code = "STALE_CONTROLLER_EPOCH"
 	CodeNotController         Code = "NOT_CONTROLLER"
 	CodeNotEnoughReplicas     Code = "NOT_ENOUGH_REPLICAS"
@@ -114,6 +116,8 @@ var table = map[Code]Spec{
 	CodeLeaderNotAvailable:    {503, true, "the partition has no leader right now"},
 	CodeFencedLeaderEpoch:     {409, true, "the request carries an older leader epoch than the replica's"},
 	CodeUnknownLeaderEpoch:    {409, true, "the request carries a newer leader epoch than the replica knows"},
+	CodeFetchSessionNotFound:  {404, true, "the replication fetch session is not (or no longer) held by the leader: start a new one"},
+	CodeInvalidFetchEpoch:     {409, true, "the replication fetch session's epoch is not the next one the leader expects: start a new session"},
 	CodeStaleControllerEpoch:  {409, false, "the command comes from a controller that has been replaced"},
 	CodeNotController:         {503, true, "this broker is not the controller; ask the current one"},
 	CodeNotEnoughReplicas:     {503, true, "fewer in-sync replicas than min.insync.replicas; nothing was written"},

@@ -130,10 +130,14 @@ type Options struct {
 	// offset reset that would create one more is TOO_MANY_GROUPS. Default
 	// api.DefaultMaxGroupsPerCoordinator (10,000).
 	MaxGroupsPerCoordinator int
+	// MaxFetchSessions bounds the replication fetch sessions this broker
+	// holds as a leader, one per follower stream; past it a new session
+	// evicts the least recently used. Default DefaultMaxFetchSessions (1,000).
+	MaxFetchSessions int
 	// GroupLagInterval is how often the group coordinators here measure
 	// their groups' lag for the metrics. Default 10 s.
 	GroupLagInterval time.Duration
-	// CrashOnPanic re-raises a panic in a background loop or a follower run
+	// CrashOnPanic re-raises a panic in a background loop or a replication stream
 	// after logging it, instead of recovering and starting the loop again
 	// (a panicking request is answered INTERNAL either way). Default false;
 	// tests set it so that a bug fails them.
@@ -217,6 +221,9 @@ func (o *Options) validate() error {
 	if o.MaxGroupsPerCoordinator == 0 {
 		o.MaxGroupsPerCoordinator = api.DefaultMaxGroupsPerCoordinator
 	}
+	if o.MaxFetchSessions <= 0 {
+		o.MaxFetchSessions = DefaultMaxFetchSessions
+	}
 	if o.GroupLagInterval == 0 {
 		o.GroupLagInterval = 10 * time.Second
 	}
@@ -252,8 +259,14 @@ type Broker struct {
 	groups           groupHost     // consumer-group coordinators of the __consumer_offsets partitions here
 	lag              groupLagState // their groups' lag as last measured, for the metrics
 	traffic          traffic       // produce and consumer-fetch counters (stats route, metrics)
-	quotas           brokerQuotas  // client quotas: the watched config and its buckets
-	kafka            kafkaListener // the Kafka protocol listener (kafkabackend.go); zero when off
+	// sessions are the replication fetch sessions of the followers that
+	// fetch here (fetchsession.go).
+	sessions *fetchSessions
+	// streams are this broker's replication streams as a follower, one per
+	// leader (streams.go).
+	streams *streams
+	quotas  brokerQuotas  // client quotas: the watched config and its buckets
+	kafka   kafkaListener // the Kafka protocol listener (kafkabackend.go); zero when off
 
 	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
 	authRefused authRefusals
@@ -354,11 +367,14 @@ func New(opts Options) (*Broker, error) {
 	b.isrKick = make(chan struct{}, 1)
 	b.storageKick = make(chan struct{}, 1)
 	b.storageRecheck = make(chan struct{}, 1)
+	b.sessions = newFetchSessions(opts.MaxFetchSessions)
 	b.handBacks.kick = make(chan struct{}, 1)
 	b.recKick = make(chan struct{}, 1)
 	b.groups.maxGroups = opts.MaxGroupsPerCoordinator
+	b.streams = newStreams(opts.ID, b.peers, b.peerAddr, b.recovering)
 	b.parts = newManager(opts.ID, b.fs, b.log, &partitionDeps{
 		self: opts.ID, client: b.peers, log: b.log, peerAddr: b.peerAddr,
+		follow: b.streams.follow, unfollow: b.streams.unfollow,
 		inSyncable: func(id int32, topic string, partition int32) bool {
 			reg, ok := b.view.Current().Brokers[id]
 			return ok && !slices.ContainsFunc(reg.FailedLogs, func(f api.FailedLog) bool { return f.Topic == topic && f.Partition == partition })
@@ -650,6 +666,7 @@ func (b *Broker) Close() error {
 		if b.cold != nil {
 			b.cold.Close()
 		}
+		b.streams.close() // no follower changes a log from here
 		err = b.parts.closeAll()
 		b.peers.Close()
 		b.closeFS()

@@ -199,7 +199,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // checkPartitionBudget refuses an assignment that would bring a broker past
 // max partition replicas (POLICY_VIOLATION): every replica costs the broker
-// open segment files, index memory and a leader or follower loop.
+// open segment files, index memory and its leader or follower state.
 func checkPartitionBudget(md *cluster.Metadata, assignment [][]int32, max int) error {
 	if max <= 0 {
 		return nil

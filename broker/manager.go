@@ -316,8 +316,8 @@ func (m *manager) fenced() bool {
 // closeAll closes every partition's log (flushing it and marking it clean).
 func (m *manager) closeAll() error {
 	// Empty the map under the lock, then stop and close outside it:
-	// stopRole waits for a follower run and Close fsyncs, and mu is never
-	// held while calling into a partition.
+	// stopRole waits for the partition to leave its stream, Close fsyncs,
+	// and mu is never held while calling into a partition.
 	m.mu.Lock()
 	parts := make([]*Partition, 0, len(m.parts))
 	for tp, p := range m.parts {

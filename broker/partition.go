@@ -59,6 +59,11 @@ type partitionDeps struct {
 	// recovering runs f, noting a panic in it (Broker.recovering), and
 	// reports whether it panicked.
 	recovering func(where string, f func()) bool
+	// follow puts a partition on the replication stream to leader at
+	// epoch (false: the leader is not registered); unfollow takes it off,
+	// and returns once the stream no longer changes its log (streams.go).
+	follow   func(p *Partition, leader, epoch int32) bool
+	unfollow func(p *Partition, leader int32)
 	// files is where every partition log's segment descriptors come from.
 	files *commitlog.FilePool
 	// logFailed tells the storage loop that a log turned read-only; it
@@ -71,7 +76,8 @@ type partitionDeps struct {
 
 // Partition is one partition replica on this broker: its log and the role the
 // controller gave it. As leader it tracks its followers (replica.Progress)
-// and moves the HW; as follower it runs a replica.RunFollower loop.
+// and moves the HW; as follower it is one partition of the broker's
+// replication stream to its leader (streams.go).
 type Partition struct {
 	Topic   string
 	ID      int32
@@ -92,23 +98,12 @@ type Partition struct {
 	resignedAt   int32             // leader epoch this replica handed back (-1: none); it never leads at or below it
 	progress     *replica.Progress // non-nil while leading
 	epochStart   int64             // log end when this leadership began
-	follow       *followerRun      // non-nil while following
-}
-
-// followerRun is one running replica.RunFollower goroutine; the partition owns it.
-type followerRun struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (f *followerRun) stop() {
-	f.cancel()
-	<-f.done
+	following    int32             // the leader whose stream carries this replica (-1: none)
 }
 
 func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
 	p := &Partition{Topic: topic, topicID: topicID, ID: id, log: log, deps: deps, replicas: replicas,
-		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1}
+		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1, following: -1}
 	p.cfg.Store(&cfg)
 	return p
 }
@@ -150,10 +145,11 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 		p.mu.Unlock()
 		return
 	}
-	// The role is in place when this leadership's leader or follower loop
-	// already runs; a follower that could not start (its leader was not
-	// registered yet) is started by a later call with the same state.
-	running := st.Leader < 0 || (st.Leader == p.deps.self && p.progress != nil) || (st.Leader != p.deps.self && p.follow != nil)
+	// The role is in place when this leadership's progress exists or the
+	// replica is on its leader's stream; a follower that could not join (its
+	// leader was not registered yet) joins with a later call of the same
+	// state.
+	running := st.Leader < 0 || (st.Leader == p.deps.self && p.progress != nil) || (st.Leader != p.deps.self && p.following >= 0)
 	sameRole := st.LeaderEpoch == p.state.LeaderEpoch && st.Leader == p.state.Leader && !p.fenced && running
 	p.state, p.stateVersion, p.fenced = st, version, false
 	if sameRole {
@@ -164,11 +160,11 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 		p.mu.Unlock()
 		return
 	}
-	old := p.follow
-	p.follow, p.progress = nil, nil
+	old := p.following
+	p.following, p.progress = -1, nil
 	p.mu.Unlock()
-	if old != nil {
-		old.stop() // outside the lock: the follower loop never takes it, but stop waits
+	if old >= 0 {
+		p.deps.unfollow(p, old) // outside the lock: the stream never takes it, but unfollow waits for an append under way
 	}
 
 	p.mu.Lock()
@@ -204,24 +200,9 @@ func (p *Partition) applyState(st api.PartitionState, version int32, gen uint64)
 		p.advanceHWLocked()
 		p.deps.log.Info("leading", "partition", p.String(), "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.epochStart)
 	case st.Leader >= 0 && slices.Contains(p.replicas, self):
-		addr, ok := p.deps.peerAddr(st.Leader)
-		if !ok {
-			return // the leader is not registered: a later state or view will say more
+		if p.deps.follow(p, st.Leader, st.LeaderEpoch) {
+			p.following = st.Leader
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		run := &followerRun{cancel: cancel, done: make(chan struct{})}
-		p.follow = run
-		cfg := replica.FollowerConfig{
-			Topic: p.Topic, Partition: p.ID, Self: self, Log: p.log, Client: p.deps.client,
-			LeaderID: st.Leader, LeaderAddr: addr, LeaderEpoch: st.LeaderEpoch, Logger: p.deps.log,
-		}
-		go func() {
-			defer close(run.done)
-			// A follower run that panics starts again a second later.
-			for ctx.Err() == nil && p.deps.recovering("follower", func() { replica.RunFollower(ctx, cfg) }) {
-				sleep(ctx, time.Second)
-			}
-		}()
 	}
 }
 
@@ -277,14 +258,15 @@ func (p *Partition) fence(gen uint64) {
 	p.fenceGen = max(p.fenceGen, gen)
 }
 
-// stopRole stops a follower loop, for shutdown and deletion.
+// stopRole takes the replica off its replication stream, for shutdown and
+// deletion.
 func (p *Partition) stopRole() {
 	p.mu.Lock()
-	f := p.follow
-	p.follow, p.progress = nil, nil
+	f := p.following
+	p.following, p.progress = -1, nil
 	p.mu.Unlock()
-	if f != nil {
-		f.stop()
+	if f >= 0 {
+		p.deps.unfollow(p, f)
 	}
 }
 

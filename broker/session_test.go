@@ -49,9 +49,9 @@ func startDriven(t *testing.T, brokers int) (*embedtest.Cluster, []*drivenSessio
 	return c, sessions
 }
 
-// followerRuns counts the goroutines running replica.RunFollower in this
-// process.
-func followerRuns() int {
+// streamGoroutines counts the goroutines running a replication stream's
+// loop in this process.
+func streamGoroutines() int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -63,7 +63,7 @@ func followerRuns() int {
 	}
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "replica.RunFollower(") {
+		if strings.Contains(g, "replica.(*Stream).run(") {
 			n++
 		}
 	}
@@ -74,18 +74,26 @@ func followerRuns() int {
 // coordinator session through many disconnects and reconnects. Each
 // reconnect re-reads the metadata and re-applies it, while the broker's
 // reconcile loop reacts to the same re-read; a partition must still end up
-// with exactly one follower run, and none may outlive the broker.
+// on its leader's replication stream exactly once, each broker with one
+// stream (to the other), and no stream may outlive the broker.
 func TestSessionFlapsLeaveOneFollowerPerPartition(t *testing.T) {
 	c, sessions := startDriven(t, 2)
 	const partitions = 4
 	rc := rcluster{c, t}
 	rc.post("/v1/topics", api.CreateTopicRequest{Name: "r", Partitions: partitions, ReplicationFactor: 2}, 201)
 	// Each broker follows the partitions the other leads.
+	followers := func() (streams, partitions int) {
+		for _, b := range c.Brokers {
+			s, p := b.ReplicationStreams()
+			streams, partitions = streams+s, partitions+p
+		}
+		return streams, partitions
+	}
 	waitFollowers := func(want int) {
 		t.Helper()
-		testwait.Check(t, 20*time.Second, "the follower runs", func() error {
-			if n := followerRuns(); n != want {
-				return fmt.Errorf("%d follower runs, want %d", n, want)
+		testwait.Check(t, 20*time.Second, "the partitions on replication streams", func() error {
+			if s, n := followers(); n != want || s != 2 {
+				return fmt.Errorf("%d partitions on %d streams, want %d on 2", n, s, want)
 			}
 			return nil
 		})
@@ -100,16 +108,14 @@ func TestSessionFlapsLeaveOneFollowerPerPartition(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // let some reconnects finish before the next drop
 		}
 	}
-	// Once the flapping settles every partition has its one follower again;
-	// a second run started over the first would show as more, and stays.
+	// Once the flapping settles every partition is on its stream again.
 	waitFollowers(partitions)
-	time.Sleep(200 * time.Millisecond)
-	if n := followerRuns(); n != partitions {
-		t.Fatalf("%d follower runs after the flapping settled, want %d", n, partitions)
+	if n := streamGoroutines(); n != 2 {
+		t.Fatalf("%d replication stream loops run, want 2", n)
 	}
 	c.Stop(t)
-	if n := followerRuns(); n != 0 {
-		t.Fatalf("%d follower runs outlived the brokers", n)
+	if n := streamGoroutines(); n != 0 {
+		t.Fatalf("%d replication stream loops outlived the brokers", n)
 	}
 }
 

@@ -35,6 +35,8 @@ var codes = map[api.Code]*kerr.Error{
 	api.CodeLeaderNotAvailable:    kerr.LeaderNotAvailable,
 	api.CodeFencedLeaderEpoch:     kerr.FencedLeaderEpoch,
 	api.CodeUnknownLeaderEpoch:    kerr.UnknownLeaderEpoch,
+	api.CodeFetchSessionNotFound:  kerr.FetchSessionIDNotFound,
+	api.CodeInvalidFetchEpoch:     kerr.InvalidFetchSessionEpoch,
 	api.CodeStaleControllerEpoch:  kerr.StaleControllerEpoch,
 	api.CodeNotController:         kerr.NotController,
 	api.CodeNotEnoughReplicas:     kerr.NotEnoughReplicas,

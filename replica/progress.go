@@ -1,7 +1,8 @@
 // Package replica is ISR replication: on a leader, each follower's progress,
 // the high watermark computed from it and the ISR changes it calls for; on a
-// follower, the loop that truncates by leader epoch and then copies batches
-// from the leader.
+// follower, the replication stream to each leader (one goroutine for every
+// partition followed there, in a fetch session) and the truncation by
+// leader epoch each partition runs before it joins.
 package replica
 
 import (
