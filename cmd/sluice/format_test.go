@@ -76,3 +76,26 @@ func TestShownFromGroup(t *testing.T) {
 		t.Fatal("bad base64 accepted")
 	}
 }
+
+// A topic whose replicas cannot all serve lists them, with the reason and
+// the disk error, under its partition table.
+func TestPrintTopicOfflineReplicas(t *testing.T) {
+	tp := api.Topic{Name: "df", ReplicationFactor: 3, Partitions: []api.PartitionInfo{
+		{Partition: 0, Leader: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2, 3},
+			OfflineReplicas: []api.OfflineReplica{{Broker: 1, Reason: api.ReasonStorageError, Error: "STORAGE_ERROR: df-0: no space left on device"}}},
+		{Partition: 1, Leader: 3, Replicas: []int32{2, 3, 1}, ISR: []int32{3, 1}, OfflineReplicas: []api.OfflineReplica{{Broker: 2, Reason: api.ReasonBrokerDown}}},
+	}}
+	var b strings.Builder
+	if err := printTopic(&b, tp); err != nil {
+		t.Fatal(err)
+	}
+	want := "\noffline replicas:\n  partition 0, broker 1: storage_error: STORAGE_ERROR: df-0: no space left on device\n  partition 1, broker 2: broker_down\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Fatalf("got\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+	b.Reset()
+	tp.Partitions[0].OfflineReplicas, tp.Partitions[1].OfflineReplicas = nil, nil
+	if err := printTopic(&b, tp); err != nil || strings.Contains(b.String(), "offline replicas") {
+		t.Fatalf("a topic whose replicas all serve: %q, %v", b.String(), err)
+	}
+}

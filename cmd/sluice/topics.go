@@ -135,7 +135,34 @@ func printTopic(w io.Writer, t api.Topic) error {
 			brokerList(p.Replicas), brokerList(p.ISR), brokerList(lagging),
 			orDash(p.LogStartOffset), orDash(p.LocalStartOffset), orDash(p.RemoteEndOffset), orDash(p.HighWatermark), orDash(p.LogEndOffset))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printOfflineReplicas(w, t)
+}
+
+// printOfflineReplicas lists, under the partition table, the replicas that
+// cannot serve and why (nothing when every replica can).
+func printOfflineReplicas(w io.Writer, t api.Topic) error {
+	first := true
+	for _, p := range t.Partitions {
+		for _, o := range p.OfflineReplicas {
+			if first {
+				if _, err := fmt.Fprintln(w, "\noffline replicas:"); err != nil {
+					return err
+				}
+				first = false
+			}
+			line := fmt.Sprintf("  partition %d, broker %d: %s", p.Partition, o.Broker, o.Reason)
+			if o.Error != "" {
+				line += ": " + o.Error
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // configLine is "configs: k=v k2=v2", sorted, or says there are none.
