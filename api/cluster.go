@@ -22,6 +22,17 @@ type BrokerRegistration struct {
 	FailedLogs []FailedLog `json:"failed_logs,omitempty"`
 }
 
+// FailedLog returns the broker's failed log of a partition, when its
+// registration lists one.
+func (r BrokerRegistration) FailedLog(topic string, partition int32) (FailedLog, bool) {
+	for _, f := range r.FailedLogs {
+		if f.Topic == topic && f.Partition == partition {
+			return f, true
+		}
+	}
+	return FailedLog{}, false
+}
+
 // FailedLog is one replica a broker can no longer write.
 type FailedLog struct {
 	Topic     string `json:"topic"`

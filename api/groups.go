@@ -2,6 +2,7 @@ package api
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -265,4 +266,18 @@ type GroupBatchesPart struct {
 	NextOffset    int64  `json:"next_offset"`
 	HighWatermark int64  `json:"high_watermark"`
 	Bytes         int64  `json:"bytes"`
+}
+
+// OffsetsTopicRequest is how __consumer_offsets is created, by a gateway at
+// the first HTTP group call or by a broker at a Kafka client's first
+// FindCoordinator: compacted, replicated to min(3, brokers), acks=all
+// with min.insync.replicas min(2, RF), in 100 MiB segments.
+func OffsetsTopicRequest(partitions, brokers int) CreateTopicRequest {
+	rf := min(3, brokers)
+	return CreateTopicRequest{Name: OffsetsTopic, Partitions: partitions, ReplicationFactor: rf,
+		Configs: map[string]string{
+			ConfigCleanupPolicy:     "compact",
+			ConfigSegmentBytes:      strconv.Itoa(100 << 20),
+			ConfigMinInsyncReplicas: strconv.Itoa(min(2, rf)),
+		}}
 }

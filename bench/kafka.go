@@ -145,14 +145,10 @@ func benchValues(n, size int) [][]byte {
 // default batching) and returns records/s from the first send to the last
 // acknowledgement.
 func kgoProduce(ctx context.Context, seeds []string, topic, acks string, values [][]byte) (float64, error) {
-	ack := kgo.AllISRAcks()
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(100_000)}
 	if acks == "1" {
-		ack = kgo.LeaderAck()
 		// franz-go's idempotence needs acks=all.
-	}
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(ack), kgo.MaxBufferedRecords(100_000)}
-	if acks == "1" {
-		opts = append(opts, kgo.DisableIdempotentWrite())
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	}
 	c, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -377,7 +376,8 @@ func New(opts Options) (*Broker, error) {
 		follow: b.streams.follow, unfollow: b.streams.unfollow,
 		inSyncable: func(id int32, topic string, partition int32) bool {
 			reg, ok := b.view.Current().Brokers[id]
-			return ok && !slices.ContainsFunc(reg.FailedLogs, func(f api.FailedLog) bool { return f.Topic == topic && f.Partition == partition })
+			_, failed := reg.FailedLog(topic, partition)
+			return ok && !failed
 		},
 		resign:     b.resign,
 		recovering: b.recovering,

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/commitlog/faultfs"
 	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
@@ -34,13 +33,7 @@ func TestFailedLogIsHandedOver(t *testing.T) {
 			if id != 1 {
 				return
 			}
-			osfs, err := commitlog.NewOSFS(o.DataDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = osfs.Close() })
-			ffs = faultfs.New(osfs)
-			o.FS = ffs
+			ffs = embedtest.FaultFS(t, o)
 			o.FailedLogRecheck = time.Hour // the test asks for the recheck
 		}})
 	rc := rcluster{c, t}

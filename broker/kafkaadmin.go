@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -99,31 +98,25 @@ func (k kafkaBackend) refresh(ctx context.Context) {
 }
 
 // EnsureOffsetsTopic creates __consumer_offsets as the gateway does
-// (compacted, replicated to min(3, brokers), min.insync.replicas min(2,
-// RF)), with Options.OffsetsTopicPartitions partitions, when the metadata
-// does not have it; one another made first is fine.
+// (api.OffsetsTopicRequest), with Options.OffsetsTopicPartitions
+// partitions, when the metadata does not have it; one another made first
+// is fine.
 func (k kafkaBackend) EnsureOffsetsTopic(ctx context.Context) error {
 	md := k.b.view.Current()
 	if _, ok := md.Topics[api.OffsetsTopic]; ok {
 		return nil
 	}
-	rf := min(3, len(md.Brokers))
-	if rf == 0 {
+	if len(md.Brokers) == 0 {
 		return api.Errorf(api.CodeCoordinatorNotAvail, "no brokers are registered")
 	}
-	req := api.CreateTopicRequest{Name: api.OffsetsTopic, Partitions: k.b.opts.OffsetsTopicPartitions, ReplicationFactor: rf,
-		Configs: map[string]string{
-			api.ConfigCleanupPolicy:     "compact",
-			api.ConfigSegmentBytes:      strconv.Itoa(100 << 20),
-			api.ConfigMinInsyncReplicas: strconv.Itoa(min(2, rf)),
-		}}
+	req := api.OffsetsTopicRequest(k.b.opts.OffsetsTopicPartitions, len(md.Brokers))
 	// The broker makes the topic for itself, not for the client that asked
 	// first (who may create no topic).
 	cctx := auth.WithPrincipal(ctx, brokerapi.PrincipalGateway)
 	err := k.CreateTopic(cctx, req, false)
 	switch {
 	case err == nil:
-		k.b.log.Info("created the consumer offsets topic for a Kafka client", "partitions", req.Partitions, "replication_factor", rf)
+		k.b.log.Info("created the consumer offsets topic for a Kafka client", "partitions", req.Partitions, "replication_factor", req.ReplicationFactor)
 	case errors.Is(err, api.ErrTopicExists):
 		err = nil
 		k.refresh(ctx)

@@ -232,26 +232,39 @@ func total(rs []partResult) int {
 // readRound fetches every partition concurrently. With a wait, the first
 // partition to return records ends the others' long polls.
 func (g *Gateway) readRound(ctx context.Context, ps []position, pp pollParams, wait time.Duration) []partResult {
-	out := make([]partResult, len(ps))
+	return fetchRound(ctx, ps, pp, wait, func(ctx context.Context, fp fetchParams, p position) (partResult, bool, error) {
+		res, err := g.fetchRecords(ctx, fp, p.offset)
+		return partResult{recs: res.Records, next: res.NextOffset}, len(res.Records) > 0, err
+	}, func(p position, err error) partResult { return partResult{err: err, next: p.offset} })
+}
+
+// fetchRound runs fetch for every position concurrently, each within its
+// share of the poll's max_bytes (at least 64 KiB), and returns the results
+// in order; a fetch that failed is failed's result instead. With a wait,
+// the first fetch that got data (has) ends the others' long polls, and a
+// fetch cut that way fails with a nil error.
+func fetchRound[T any](ctx context.Context, ps []position, pp pollParams, wait time.Duration,
+	fetch func(ctx context.Context, fp fetchParams, p position) (res T, has bool, err error), failed func(p position, err error) T) []T {
+	out := make([]T, len(ps))
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	perPart := max(pp.maxBytes/int64(max(len(ps), 1)), 64<<10)
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Add(1)
-		go func() {
+		go func() { // owned by fetchRound, which waits for it
 			defer wg.Done()
 			fp := fetchParams{topic: p.tp.Topic, partition: p.tp.Partition, maxRecords: pp.maxRecords, maxBytes: min(perPart, pp.maxBytes), wait: wait}
-			res, err := g.fetchRecords(rctx, fp, p.offset)
+			res, has, err := fetch(rctx, fp, p)
 			if err != nil {
 				if rctx.Err() != nil && ctx.Err() == nil {
 					err = nil // ended early: another partition had records
 				}
-				out[i] = partResult{err: err, next: p.offset}
+				out[i] = failed(p, err)
 				return
 			}
-			out[i] = partResult{recs: res.Records, next: res.NextOffset}
-			if wait > 0 && len(res.Records) > 0 {
+			out[i] = res
+			if wait > 0 && has {
 				cancel()
 			}
 		}()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -132,30 +131,11 @@ func rawTotal(rs []rawPart) int {
 // readRawRound fetches every partition's raw batches concurrently. With a
 // wait, the first partition to return bytes ends the others' long polls.
 func (g *Gateway) readRawRound(ctx context.Context, ps []position, pp pollParams, wait time.Duration) []rawPart {
-	out := make([]rawPart, len(ps))
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	perPart := max(pp.maxBytes/int64(max(len(ps), 1)), 64<<10)
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Add(1)
-		go func() { // owned by readRawRound, which waits for it
-			defer wg.Done()
-			fp := fetchParams{topic: p.tp.Topic, partition: p.tp.Partition, maxRecords: pp.maxRecords, maxBytes: min(perPart, pp.maxBytes), wait: wait}
-			raw, fr, err := g.fetchRaw(rctx, fp, p.offset)
-			if err != nil {
-				if rctx.Err() != nil && ctx.Err() == nil {
-					err = nil // ended early: another partition had records
-				}
-				out[i] = rawPart{err: err, next: p.offset}
-				return
-			}
-			out[i] = rawPart{data: raw, next: max(fr.NextOffset, p.offset), hw: fr.HighWatermark}
-			if wait > 0 && len(raw) > 0 {
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return out
+	return fetchRound(ctx, ps, pp, wait, func(ctx context.Context, fp fetchParams, p position) (rawPart, bool, error) {
+		raw, fr, err := g.fetchRaw(ctx, fp, p.offset)
+		if err != nil {
+			return rawPart{}, false, err
+		}
+		return rawPart{data: raw, next: max(fr.NextOffset, p.offset), hw: fr.HighWatermark}, len(raw) > 0, nil
+	}, func(p position, err error) rawPart { return rawPart{err: err, next: p.offset} })
 }

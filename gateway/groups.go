@@ -80,16 +80,11 @@ func (g *Gateway) coordinatorAddr(ctx context.Context, group string) (string, er
 // min(3, brokers), acks=all with min.insync.replicas min(2, RF). A topic
 // another gateway created first is fine.
 func (g *Gateway) createOffsetsTopic(ctx context.Context) error {
-	rf := min(3, len(g.view.Current().Brokers))
-	if rf == 0 {
+	brokers := len(g.view.Current().Brokers)
+	if brokers == 0 {
 		return api.Errorf(api.CodeCoordinatorNotAvail, "no brokers are registered")
 	}
-	req := api.CreateTopicRequest{Name: api.OffsetsTopic, Partitions: g.opts.OffsetsTopicPartitions, ReplicationFactor: rf,
-		Configs: map[string]string{
-			api.ConfigCleanupPolicy:     "compact",
-			api.ConfigSegmentBytes:      strconv.Itoa(100 << 20),
-			api.ConfigMinInsyncReplicas: strconv.Itoa(min(2, rf)),
-		}}
+	req := api.OffsetsTopicRequest(g.opts.OffsetsTopicPartitions, brokers)
 	// The gateway makes the topic for itself, not for the caller who
 	// joined first (who may create no topic).
 	cctx, cancel := context.WithTimeout(auth.WithPrincipal(ctx, brokerapi.PrincipalGateway), 10*time.Second)
@@ -97,7 +92,7 @@ func (g *Gateway) createOffsetsTopic(ctx context.Context) error {
 	err := g.callController(cctx, func(addr string) error { return g.brokers.CreateTopic(cctx, addr, req) })
 	switch {
 	case err == nil:
-		g.log.Info("created the consumer offsets topic", "partitions", req.Partitions, "replication_factor", rf)
+		g.log.Info("created the consumer offsets topic", "partitions", req.Partitions, "replication_factor", req.ReplicationFactor)
 	case !errors.Is(err, api.ErrTopicExists):
 		return err
 	}

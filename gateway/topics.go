@@ -239,11 +239,8 @@ func offlineReplicas(md *cluster.Metadata, topic string, partition int32, replic
 			out = append(out, api.OfflineReplica{Broker: id, Reason: api.ReasonBrokerDown})
 			continue
 		}
-		for _, f := range reg.FailedLogs {
-			if f.Topic == topic && f.Partition == partition {
-				out = append(out, api.OfflineReplica{Broker: id, Reason: f.Reason, Error: f.Error})
-				break
-			}
+		if f, failed := reg.FailedLog(topic, partition); failed {
+			out = append(out, api.OfflineReplica{Broker: id, Reason: f.Reason, Error: f.Error})
 		}
 	}
 	return out

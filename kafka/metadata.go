@@ -136,22 +136,12 @@ func metadataTopic(md *cluster.Metadata, tm *cluster.TopicMeta, brokers []kafkaB
 		}
 		rp.OfflineReplicas = []int32{}
 		for _, r := range replicas {
-			if reg, alive := md.Brokers[r]; !alive || logFailed(reg, tm.Name, int32(p)) {
+			reg, alive := md.Brokers[r]
+			if _, failed := reg.FailedLog(tm.Name, int32(p)); !alive || failed {
 				rp.OfflineReplicas = append(rp.OfflineReplicas, r)
 			}
 		}
 		t.Partitions = append(t.Partitions, rp)
 	}
 	return t
-}
-
-// logFailed reports whether the broker's registration says its replica of
-// the partition failed (api.BrokerRegistration.FailedLogs).
-func logFailed(reg api.BrokerRegistration, topic string, partition int32) bool {
-	for _, f := range reg.FailedLogs {
-		if f.Topic == topic && f.Partition == partition {
-			return true
-		}
-	}
-	return false
 }

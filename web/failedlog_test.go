@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/commitlog/faultfs"
 	"github.com/sluice-io/sluice/internal/embedtest"
 	"github.com/sluice-io/sluice/internal/testwait"
@@ -26,13 +25,7 @@ func TestDashboardShowsFailedLog(t *testing.T) {
 			if id != 1 {
 				return
 			}
-			osfs, err := commitlog.NewOSFS(o.DataDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = osfs.Close() })
-			ffs = faultfs.New(osfs)
-			o.FS = ffs
+			ffs = embedtest.FaultFS(t, o)
 			o.FailedLogRecheck = time.Hour // stays failed for the test
 		}})
 	a := apiClient{t: t, base: c.URL}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/commitlog/faultfs"
 	"github.com/sluice-io/sluice/coord"
 	"github.com/sluice-io/sluice/embedded"
 	"github.com/sluice-io/sluice/gateway"
@@ -184,4 +186,19 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(p[:len(p)-1]))
 	return len(p), nil
+}
+
+// FaultFS puts a broker's data directory behind commitlog/faultfs (call it
+// from Options.TuneBroker) and returns it, so that a test can fail the
+// broker's writes and fsyncs; the directory is closed when the test ends.
+func FaultFS(t testing.TB, o *broker.Options) *faultfs.FS {
+	t.Helper()
+	osfs, err := commitlog.NewOSFS(o.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = osfs.Close() })
+	ffs := faultfs.New(osfs)
+	o.FS = ffs
+	return ffs
 }
