@@ -106,7 +106,7 @@ func startProcesses(ctx context.Context, o processOptions) (*processCluster, err
 		pc.brokers[int32(i)] = p
 	}
 	// Private endpoints: `sluice bench push` pushes to 127.0.0.1.
-	gwArgs := []string{"gateway", "--addr", "127.0.0.1:0", "--zk", pc.connect, "--log-level", "warn", "--push-allow-private"}
+	gwArgs := []string{"gateway", "--addr", "127.0.0.1:0", "--zk", pc.connect, "--log-level", benchLogLevel(), "--push-allow-private"}
 	if o.sessionTimeout > 0 {
 		gwArgs = append(gwArgs, "--zk-session-timeout", o.sessionTimeout.String())
 	}
@@ -131,7 +131,7 @@ func startProcesses(ctx context.Context, o processOptions) (*processCluster, err
 func (pc *processCluster) brokerArgs(id int32, addr string) []string {
 	s := strconv.Itoa(int(id))
 	args := []string{"broker", "--id", s, "--addr", addr, "--data", filepath.Join(pc.dir, "broker-"+s),
-		"--zk", pc.connect, "--log-level", "warn", "--drain-timeout", pc.opts.drainTimeout.String()}
+		"--zk", pc.connect, "--log-level", benchLogLevel(), "--drain-timeout", pc.opts.drainTimeout.String()}
 	if pc.opts.sessionTimeout > 0 {
 		args = append(args, "--zk-session-timeout", pc.opts.sessionTimeout.String())
 	}
@@ -231,6 +231,10 @@ func (pc *processCluster) stop() {
 		}()
 	}
 	wg.Wait()
+	if os.Getenv("SLUICE_BENCH_KEEP") != "" {
+		progressf("processes' data and logs kept in %s (SLUICE_BENCH_KEEP)", pc.dir)
+		return
+	}
 	_ = os.RemoveAll(pc.dir) // a throwaway cluster's data
 }
 
@@ -314,4 +318,13 @@ func waitBrokers(ctx context.Context, base string, n int, token string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// benchLogLevel is the processes' --log-level: warn, or SLUICE_BENCH_LOG_LEVEL
+// (with SLUICE_BENCH_KEEP, to read what the processes did afterwards).
+func benchLogLevel() string {
+	if l := os.Getenv("SLUICE_BENCH_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

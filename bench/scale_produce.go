@@ -39,6 +39,7 @@ type producers struct {
 	longest  time.Duration  // the longest single produce, answered or failed
 	acked    int            // acknowledged produces
 	errs     map[string]int // failed produces by status and code
+	logged   int            // failures printed as progress (the first 8)
 	done     *produceResult // the result, once stopped
 }
 
@@ -92,6 +93,9 @@ func (p *producers) record(i int, tp topicPartition, sent, now time.Time, err er
 	p.longest = max(p.longest, now.Sub(sent))
 	if err != nil {
 		p.errs[produceErrorCode(err)]++
+		if p.logged++; p.logged <= 8 {
+			progressf("acks=all produce to %s sent %s, failed after %s: %v", tp, sent.Format("15:04:05.000"), secs(now.Sub(sent)), err)
+		}
 		return
 	}
 	p.acked++
