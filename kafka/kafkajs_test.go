@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/testsvc"
 	"github.com/sluice-io/sluice/internal/testwait"
 )
@@ -142,14 +143,20 @@ func TestKafkajsRoundTrip(t *testing.T) {
 		count[r.Partition]++
 	}
 
-	// The group's commits, over HTTP: each partition committed at its end.
+	waitCommitted(t, ctx, hc, "kjs", count)
+}
+
+// waitCommitted waits until the group's commits, as the HTTP API shows
+// them, are at the end of each partition, which holds count[p] records.
+func waitCommitted(t *testing.T, ctx context.Context, hc *client.Client, group string, count map[int32]int64) {
+	t.Helper()
 	testwait.Check(t, 30*time.Second, "the group's commits reach the partitions' ends", func() error {
-		d, err := hc.DescribeGroup(ctx, "kjs")
+		d, err := hc.DescribeGroup(ctx, group)
 		if err != nil {
 			return err
 		}
-		if len(d.Partitions) != partitions {
-			return fmt.Errorf("partitions %+v", d.Partitions)
+		if len(d.Partitions) != len(count) {
+			return fmt.Errorf("partitions %+v, want %d", d.Partitions, len(count))
 		}
 		for _, p := range d.Partitions {
 			if p.CommittedOffset != count[p.Partition] || p.HighWatermark != count[p.Partition] || p.Lag != 0 {
