@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,12 @@ type kafkajsStep struct {
 		BaseOffset string `json:"baseOffset"`
 		ErrorCode  int16  `json:"errorCode"`
 	} `json:"sent"`
+	Partitions  int    `json:"partitions"`
+	ShrinkError string `json:"shrinkError"`
+	Configs     map[string]struct {
+		Value     string `json:"value"`
+		IsDefault bool   `json:"isDefault"`
+	} `json:"configs"`
 	Records []struct {
 		Partition int32  `json:"partition"`
 		Offset    string `json:"offset"`
@@ -97,6 +104,7 @@ func TestKafkajsRoundTrip(t *testing.T) {
 	if l := steps["deleteTopics"].Topics; !slices.Contains(l, "orders") || slices.Contains(l, "scratch") {
 		t.Fatalf("listTopics after deleteTopics: %v", l)
 	}
+	// (scratch is created again below, for CreatePartitions.)
 	topic, err := hc.GetTopic(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +112,26 @@ func TestKafkajsRoundTrip(t *testing.T) {
 	if len(topic.Partitions) != partitions || topic.ReplicationFactor != 3 {
 		t.Fatalf("orders over HTTP: %+v", topic)
 	}
-	if _, err := hc.GetTopic(ctx, "scratch"); err == nil {
-		t.Fatal("scratch still exists over HTTP")
+	// CreatePartitions grew the second scratch to 3 partitions and refused
+	// a shrink; AlterConfigs replaced the configs whole.
+	if s := steps["createPartitions"]; s.Partitions != 3 || s.ShrinkError != "INVALID_PARTITIONS" {
+		t.Fatalf("createPartitions: %+v", s)
+	}
+	if tp, err := hc.GetTopic(ctx, "scratch"); err != nil || len(tp.Partitions) != 3 {
+		t.Fatalf("scratch over HTTP: %v %+v", err, tp.Partitions)
+	}
+	cfg := steps["alterConfigs"].Configs
+	if c := cfg["retention.ms"]; c.Value != "7200000" || c.IsDefault {
+		t.Fatalf("retention.ms: %+v", cfg)
+	}
+	if c := cfg["cleanup.policy"]; c.Value != "compact" || c.IsDefault {
+		t.Fatalf("cleanup.policy: %+v", cfg)
+	}
+	if c := cfg["segment.ms"]; c.Value != "604800000" || !c.IsDefault {
+		t.Fatalf("segment.ms after the replacement: %+v", cfg)
+	}
+	if tp, err := hc.GetTopic(ctx, "scratch-configs"); err != nil || !maps.Equal(tp.Configs, map[string]string{"retention.ms": "7200000", "cleanup.policy": "compact"}) {
+		t.Fatalf("scratch-configs over HTTP: %v %v", err, tp.Configs)
 	}
 
 	for _, s := range steps["produce"].Sent {

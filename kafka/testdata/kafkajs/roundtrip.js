@@ -1,5 +1,7 @@
 // A kafkajs round trip against a Kafka listener, run by kafkajs_test.go:
-// the admin client creates, lists and deletes topics, an idempotent
+// the admin client creates, lists and deletes topics, grows one
+// (CreatePartitions), replaces a topic's configs (AlterConfigs) and reads
+// them back (DescribeConfigs), an idempotent
 // producer (acks -1) writes RECORDS keyed records, and a consumer in GROUP
 // reads them back with commits. Every step prints one JSON line on stdout;
 // kafkajs's own log goes to stderr.
@@ -8,7 +10,7 @@
 // and delete), GROUP, RECORDS, PARTITIONS.
 'use strict';
 
-const { Kafka, logLevel } = require('kafkajs');
+const { Kafka, logLevel, ConfigResourceTypes } = require('kafkajs');
 
 const env = (name) => {
   const v = process.env[name];
@@ -52,6 +54,40 @@ async function adminSteps() {
     out('listTopics', { topics: (await admin.listTopics()).sort() });
     await admin.deleteTopics({ topics: [scratch], timeout: 20000 });
     out('deleteTopics', { topics: (await admin.listTopics()).sort() });
+
+    // CreatePartitions: scratch again, grown from 1 to 3; a shrink fails.
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic: scratch, numPartitions: 1, replicationFactor: 3 }] });
+    await admin.createPartitions({ topicPartitions: [{ topic: scratch, count: 3 }] });
+    const md = await admin.fetchTopicMetadata({ topics: [scratch] });
+    let shrink = 'none';
+    try {
+      await admin.createPartitions({ topicPartitions: [{ topic: scratch, count: 2 }] });
+    } catch (e) {
+      shrink = e.type || String(e);
+    }
+    out('createPartitions', { partitions: md.topics[0].partitions.length, shrinkError: shrink });
+
+    // AlterConfigs replaces the set: segment.ms, set at creation below, goes
+    // back to its default.
+    await admin.createTopics({
+      topics: [{ topic: `${scratch}-configs`, numPartitions: 1, configEntries: [{ name: 'segment.ms', value: '3600000' }] }],
+    });
+    await admin.alterConfigs({
+      resources: [{
+        type: ConfigResourceTypes.TOPIC,
+        name: `${scratch}-configs`,
+        configEntries: [{ name: 'retention.ms', value: '7200000' }, { name: 'cleanup.policy', value: 'compact' }],
+      }],
+    });
+    const described = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: `${scratch}-configs`, configNames: ['retention.ms', 'cleanup.policy', 'segment.ms'] }],
+    });
+    const configs = {};
+    for (const c of described.resources[0].configEntries) {
+      configs[c.configName] = { value: c.configValue, isDefault: c.isDefault };
+    }
+    out('alterConfigs', { configs });
   } finally {
     await admin.disconnect();
   }
