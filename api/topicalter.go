@@ -17,6 +17,9 @@ type AlterTopicConfigRequest struct {
 // or off would strand segments already in, or not yet in, the object store.
 var fixedTopicConfigs = map[string]bool{ConfigRemoteStorage: true}
 
+// FixedTopicConfig reports whether a topic config is fixed at creation.
+func FixedTopicConfig(name string) bool { return fixedTopicConfigs[name] }
+
 // AlterTopicConfigs returns the configs a topic has after req is applied to
 // current (which it does not change), checked as at creation against the
 // topic's replication factor. Errors: INVALID_REQUEST for a request that

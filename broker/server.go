@@ -55,6 +55,7 @@ func (b *Broker) routes() http.Handler {
 	r.Post(brokerapi.PathTopics, b.handleCreateTopic) // CREATE on the cluster or the topic
 	r.With(topic(auth.OpDelete)).Delete(brokerapi.PathTopic, b.handleDeleteTopic)
 	r.With(topic(auth.OpAlterConfigs)).Patch(brokerapi.PathTopicConfig, b.handleAlterTopicConfig)
+	r.With(topic(auth.OpAlter)).Post(brokerapi.PathTopicPartitions, b.handleCreatePartitions)
 	r.Get(brokerapi.PathHealth, b.handleHealth) // any signed node
 	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathDrain, b.handleDrain)
 	r.With(cluster(auth.OpAlter)).Post(brokerapi.PathStorageRecheck, b.handleStorageRecheck)

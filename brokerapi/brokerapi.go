@@ -20,6 +20,7 @@ const (
 	PathTopics           = "/internal/v1/topics"
 	PathTopic            = "/internal/v1/topics/{topic}"
 	PathTopicConfig      = "/internal/v1/topics/{topic}/configs"
+	PathTopicPartitions  = "/internal/v1/topics/{topic}/partitions"
 	PathHealth           = "/internal/v1/health"
 	PathDrain            = "/internal/v1/drain"
 	PathStorageRecheck   = "/internal/v1/storage/recheck"

@@ -318,6 +318,7 @@ func (g *Gateway) Routes() http.Handler {
 	r.With(topic(auth.OpDescribe)).Get("/v1/topics/{topic}", g.handleGetTopic)
 	r.With(topic(auth.OpDelete)).Delete("/v1/topics/{topic}", g.handleDeleteTopic)
 	r.With(topic(auth.OpAlterConfigs)).Patch("/v1/topics/{topic}/configs", g.handleAlterTopicConfig)
+	r.With(topic(auth.OpAlter)).Post("/v1/topics/{topic}/partitions", g.handleCreatePartitions)
 	r.With(topic(auth.OpWrite)).Post("/v1/topics/{topic}/records", g.handleProduce)
 	r.Post("/v1/producers", g.handleInitProducer) // WRITE on the cluster or on any topic; a bump, by the id's owner
 

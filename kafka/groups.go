@@ -177,7 +177,7 @@ func (s *Server) handleJoinGroup(ctx context.Context, c *conn, kreq kmsg.Request
 		return resp, nil
 	}
 	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(first.Metadata); err != nil {
+	if err := readSubscription(&meta, first.Metadata); err != nil {
 		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
 		return resp, nil
 	}

@@ -45,8 +45,10 @@ type servedAPI struct {
 //     leader change whenever it is listed.
 //   - CreateTopics v0-v7, DeleteTopics v0-v6 (v6: by topic ID too),
 //     DescribeConfigs v0-v4, IncrementalAlterConfigs v0-v1: every version
-//     kmsg knows; the topic configs are the HTTP API's. AlterConfigs (the
-//     non-incremental one, which replaces every config) is not served.
+//     kmsg knows; the topic configs are the HTTP API's. AlterConfigs v0-v2,
+//     the non-incremental one, replaces a topic's configs whole
+//     (alterconfigs.go). CreatePartitions v0-v3 grows topics
+//     (createpartitions.go).
 //   - DescribeCluster v0-v2.
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
@@ -74,6 +76,8 @@ var served = []servedAPI{
 	{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Server).handleInitProducerID},
 	{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: (*Server).handleOffsetForLeaderEpoch},
 	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
+	{key: kmsg.AlterConfigs, min: 0, max: 2, handle: (*Server).handleAlterConfigs},
+	{key: kmsg.CreatePartitions, min: 0, max: 3, handle: (*Server).handleCreatePartitions},
 	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Real services for Sluice's tests: ZooKeeper, Redis, an S3 server (versitygw),
-# headless Chromium and kcat (a Kafka client). Used by `make test`, `.ci/run`
-# and developers.
+# headless Chromium and two Kafka clients (kcat; kafkajs, run by Node). Used by
+# `make test`, `.ci/run` and developers.
 #
-#   scripts/services.sh install [zookeeper redis versitygw chromium kcat]
-#   scripts/services.sh start   [zookeeper redis versitygw chromium kcat]
+#   scripts/services.sh install [zookeeper redis versitygw chromium kcat kafkajs]
+#   scripts/services.sh start   [zookeeper redis versitygw chromium kcat kafkajs]
 #   scripts/services.sh stop
 #   scripts/services.sh status
 #   scripts/services.sh up      [names...]   # install, then start
@@ -27,7 +27,7 @@ CACHE_DIR=${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sluice}
 BIN_DIR=$CACHE_DIR/bin
 START_TIMEOUT=${SLUICE_START_TIMEOUT:-60}
 
-ALL_SERVICES=(zookeeper redis versitygw chromium kcat)
+ALL_SERVICES=(zookeeper redis versitygw chromium kcat kafkajs)
 
 VERSITYGW_MODULE=github.com/versity/versitygw
 VERSITYGW_VERSION=v1.8.0
@@ -40,6 +40,10 @@ ZK_MAIN=org.apache.zookeeper.server.ZooKeeperServerMain
 
 CHROMIUM_BIN=/usr/bin/chromium
 KCAT_BIN=/usr/bin/kcat
+
+# kafkajs (npm), installed into a node_modules of its own under the cache dir.
+KAFKAJS_VERSION=2.2.4
+KAFKAJS_DIR=$CACHE_DIR/kafkajs-$KAFKAJS_VERSION
 
 # Fixed credentials of the throwaway test S3 server (loopback only).
 S3_ACCESS_KEY=sluicetestaccess
@@ -79,7 +83,7 @@ check_names() {
 	local n
 	for n in "$@"; do
 		case $n in
-		zookeeper | redis | versitygw | chromium | kcat) ;;
+		zookeeper | redis | versitygw | chromium | kcat | kafkajs) ;;
 		*) die "unknown service '$n' (known: ${ALL_SERVICES[*]})" ;;
 		esac
 	done
@@ -136,6 +140,31 @@ install_chromium() {
 install_kcat() {
 	apt_install kcat
 	[[ -x $KCAT_BIN ]] || die "$KCAT_BIN not found after install"
+}
+
+kafkajs_ok() {
+	[[ -r $KAFKAJS_DIR/node_modules/kafkajs/package.json ]] || return 1
+	[[ $(node -p 'require(process.argv[1]).version' "$KAFKAJS_DIR/node_modules/kafkajs/package.json" 2>/dev/null || true) == "$KAFKAJS_VERSION" ]]
+}
+
+# Once installed, kafkajs is taken from the cache: no registry is asked again.
+install_kafkajs() {
+	command -v node >/dev/null || apt_install nodejs
+	command -v npm >/dev/null || apt_install npm
+	command -v node >/dev/null || die "node not found after installing nodejs"
+	if kafkajs_ok; then return 0; fi
+	mkdir -p "$CACHE_DIR"
+	local tmp
+	tmp=$(mktemp -d "$CACHE_DIR/.kafkajs.XXXXXX")
+	log "npm install kafkajs@$KAFKAJS_VERSION"
+	if ! (cd "$tmp" && retry npm install --prefix "$tmp" --no-audit --no-fund --no-save \
+		--no-package-lock "kafkajs@$KAFKAJS_VERSION") >&2; then
+		rm -rf "$tmp"
+		die "npm install kafkajs@$KAFKAJS_VERSION failed"
+	fi
+	rm -rf "$KAFKAJS_DIR"
+	mv -f "$tmp" "$KAFKAJS_DIR"
+	kafkajs_ok || die "$KAFKAJS_DIR does not hold kafkajs $KAFKAJS_VERSION"
 }
 
 versitygw_ok() {
@@ -431,8 +460,22 @@ start_kcat() {
 	log "kcat: $KCAT_BIN"
 }
 
+# kafkajs: a library the tests run under node; NODE_PATH finds it.
+
+start_kafkajs() {
+	kafkajs_ok || die "kafkajs is not installed: run scripts/services.sh install kafkajs"
+	local node
+	node=$(command -v node) || die "node not found: run scripts/services.sh install kafkajs"
+	mkdir -p "$STATE_DIR/kafkajs"
+	{
+		printf 'export SLUICE_TEST_NODE=%q\n' "$node"
+		printf 'export SLUICE_TEST_KAFKAJS=%q\n' "$KAFKAJS_DIR/node_modules"
+	} >"$STATE_DIR/kafkajs/env"
+	log "kafkajs: $KAFKAJS_DIR/node_modules (node $node)"
+}
+
 # is_tool: a "service" with no process, only a binary the tests run.
-is_tool() { [[ $1 == chromium || $1 == kcat ]]; }
+is_tool() { [[ $1 == chromium || $1 == kcat || $1 == kafkajs ]]; }
 
 write_env() {
 	local tmp=$STATE_DIR/.env.tmp n
@@ -480,6 +523,8 @@ cmd_status() {
 			[[ -r $dir/env ]] && echo "chromium   $CHROMIUM_BIN"
 		elif [[ $n == kcat ]]; then
 			[[ -r $dir/env ]] && echo "kcat       $KCAT_BIN"
+		elif [[ $n == kafkajs ]]; then
+			[[ -r $dir/env ]] && echo "kafkajs    $KAFKAJS_DIR/node_modules"
 		elif svc_alive "$dir"; then
 			echo "$(printf '%-10s' "$n") running  pid $(<"$dir/pid")  $(<"$dir/addr")"
 		elif [[ -d $dir ]]; then

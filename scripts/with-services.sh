@@ -7,12 +7,12 @@
 # (<repo>/.services/run-<pid>, so a developer's `make services-up` set is left
 # alone), exports the variables of its env file, runs the command, stops the
 # services on exit, failure, Ctrl-C or SIGTERM, and exits with the command's status.
-# SLUICE_TEST_SERVICES overrides the list (default: zookeeper redis versitygw chromium kcat).
+# SLUICE_TEST_SERVICES overrides the list (default: zookeeper redis versitygw chromium kcat kafkajs).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SERVICES_SH=$REPO/scripts/services.sh
-read -r -a SERVICES <<<"${SLUICE_TEST_SERVICES:-zookeeper redis versitygw chromium kcat}"
+read -r -a SERVICES <<<"${SLUICE_TEST_SERVICES:-zookeeper redis versitygw chromium kcat kafkajs}"
 
 (($# > 0)) || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 

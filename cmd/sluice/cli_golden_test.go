@@ -62,6 +62,7 @@ var cliCases = []cliCase{
 	{name: "topics-create-help", args: []string{"topics", "create", "--help"}},
 	{name: "topics-delete-help", args: []string{"topics", "delete", "--help"}},
 	{name: "topics-alter-config-help", args: []string{"topics", "alter-config", "--help"}},
+	{name: "topics-alter-help", args: []string{"topics", "alter", "--help"}},
 	{name: "groups-help", args: []string{"groups", "--help"}},
 	{name: "groups-list-help", args: []string{"groups", "list", "--help"}},
 	{name: "groups-describe-help", args: []string{"groups", "describe", "--help"}},
@@ -182,6 +183,16 @@ var cliCases = []cliCase{
 	{name: "topics-delete", args: []string{"topics", "delete", "orders"}},
 	{name: "topics-describe-deleted", args: []string{"topics", "describe", "orders"}},
 	{name: "topics-unknown-verb", args: []string{"topics", "frob"}},
+
+	// Adding partitions.
+	{name: "topics-alter-partitions-validate", args: []string{"topics", "alter", "events", "--partitions", "3", "--validate-only"}},
+	{name: "topics-alter-partitions", args: []string{"topics", "alter", "events", "--partitions", "3"}},
+	{name: "topics-alter-partitions-more", args: []string{"topics", "alter", "events", "--partitions", "4"}},
+	{name: "topics-describe-grown", args: []string{"topics", "describe", "events"}, until: partitionsOpen("events")},
+	{name: "topics-alter-partitions-json", args: []string{"topics", "alter", "events", "--partitions", "5", "-o", "json", "--validate-only"}},
+	{name: "topics-alter-partitions-shrink", args: []string{"topics", "alter", "events", "--partitions", "2"}},
+	{name: "topics-alter-partitions-unknown-topic", args: []string{"topics", "alter", "nope", "--partitions", "2"}},
+	{name: "topics-alter-partitions-missing", args: []string{"topics", "alter", "events"}},
 	{name: "unknown-command", args: []string{"frob"}},
 }
 
@@ -273,6 +284,23 @@ func waitUntil(t *testing.T, url string, cond func(context.Context, *client.Clie
 
 // pushUnowned holds once no pusher holds a partition of subscription
 // name: it was paused and its pushers left its group.
+// partitionsOpen waits until every partition of a topic is open on its
+// leader (its offsets are known).
+func partitionsOpen(name string) func(context.Context, *client.Client) error {
+	return func(ctx context.Context, cl *client.Client) error {
+		tp, err := cl.GetTopic(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, p := range tp.Partitions {
+			if p.HighWatermark < 0 || p.LogStartOffset < 0 {
+				return fmt.Errorf("%s/%d is not open yet", name, p.Partition)
+			}
+		}
+		return nil
+	}
+}
+
 func pushUnowned(name string) func(context.Context, *client.Client) error {
 	return func(ctx context.Context, cl *client.Client) error {
 		st, err := cl.GetPush(ctx, name)

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 )
 
-// topicsCmd is `sluice topics list|describe|create|delete|alter-config`.
+// topicsCmd is `sluice topics list|describe|create|delete|alter-config|alter`.
 func topicsCmd(ctx context.Context, cio clientIO, args []string) error {
 	return dispatch(ctx, cio, "topics", []subcommand{
 		{"list", "the topics, with partition counts and replication factors", topicsList},
@@ -20,6 +20,7 @@ func topicsCmd(ctx context.Context, cio clientIO, args []string) error {
 		{"create", "create a topic", topicsCreate},
 		{"delete", "delete a topic and its records", topicsDelete},
 		{"alter-config", "set or remove a topic's configs", topicsAlterConfig},
+		{"alter", "add partitions to a topic", topicsAlter},
 	}, args)
 }
 

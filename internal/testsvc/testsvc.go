@@ -40,6 +40,8 @@ const (
 	EnvS3Region      = "SLUICE_TEST_S3_REGION" // optional, DefaultS3Region if unset
 	EnvChromium      = "SLUICE_TEST_CHROMIUM"  // path of the chromium binary
 	EnvKcat          = "SLUICE_TEST_KCAT"      // path of the kcat binary
+	EnvNode          = "SLUICE_TEST_NODE"      // path of the node binary
+	EnvKafkajs       = "SLUICE_TEST_KAFKAJS"   // node_modules dir holding kafkajs
 	DefaultS3Region  = "us-east-1"
 	zkStandaloneMain = "org.apache.zookeeper.server.ZooKeeperServerMain"
 )
@@ -111,6 +113,13 @@ func Chromium(t testing.TB) string {
 func Kcat(t testing.TB) string {
 	t.Helper()
 	return need(t, EnvKcat)
+}
+
+// Kafkajs returns the node binary and the node_modules dir that holds
+// kafkajs (npm), for scripts to find it with NODE_PATH.
+func Kafkajs(t testing.TB) (node, nodePath string) {
+	t.Helper()
+	return need(t, EnvNode), need(t, EnvKafkajs)
 }
 
 // ZKRuntime is what it takes to run a ZooKeeper server of one's own.

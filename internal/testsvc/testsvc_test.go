@@ -56,6 +56,7 @@ func inLane(t *testing.T, short bool) {
 var allVars = []string{
 	EnvZooKeeper, EnvZKJava, EnvZKClasspath, EnvRedis,
 	EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket, EnvS3Region, EnvChromium, EnvKcat,
+	EnvNode, EnvKafkajs,
 }
 
 func TestGetters(t *testing.T) {
@@ -73,6 +74,9 @@ func TestGetters(t *testing.T) {
 			func(t testing.TB) any { return Chromium(t) }, "/usr/bin/chromium"},
 		{"kcat", map[string]string{EnvKcat: "/usr/bin/kcat"},
 			func(t testing.TB) any { return Kcat(t) }, "/usr/bin/kcat"},
+		{"kafkajs", map[string]string{EnvNode: "/usr/bin/node", EnvKafkajs: "/c/node_modules"},
+			func(t testing.TB) any { n, p := Kafkajs(t); return [2]string{n, p} },
+			[2]string{"/usr/bin/node", "/c/node_modules"}},
 		{"s3", map[string]string{
 			EnvS3Endpoint: "127.0.0.1:27070", EnvS3AccessKey: "ak", EnvS3SecretKey: "sk",
 			EnvS3Bucket: "b", EnvS3Region: "eu-west-3"},
@@ -116,6 +120,8 @@ func TestMissingIsFatalNotSkip(t *testing.T) {
 		{"redis", nil, func(t testing.TB) any { return Redis(t) }, EnvRedis},
 		{"chromium", nil, func(t testing.TB) any { return Chromium(t) }, EnvChromium},
 		{"kcat", nil, func(t testing.TB) any { return Kcat(t) }, EnvKcat},
+		{"kafkajs", map[string]string{EnvNode: "/usr/bin/node"},
+			func(t testing.TB) any { n, p := Kafkajs(t); return [2]string{n, p} }, EnvKafkajs},
 		{"s3 endpoint", nil, func(t testing.TB) any { return S3(t) }, EnvS3Endpoint},
 		{"s3 bucket", map[string]string{EnvS3Endpoint: "e", EnvS3AccessKey: "a", EnvS3SecretKey: "s"},
 			func(t testing.TB) any { return S3(t) }, EnvS3Bucket},
