@@ -16,6 +16,7 @@ package kafka
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,12 +106,22 @@ type Options struct {
 	Backend Backend
 	// Limits bound connections and requests (see Limits).
 	Limits Limits
-	// RequireAuth makes every connection authenticate before it is served
-	// anything but ApiVersions (and, once served, the SASL requests). No
-	// mechanism is served yet, so with it a connection can ask only
-	// ApiVersions: a broker that checks ACLs must not serve anonymous
-	// Kafka clients. Default false: every connection is served.
+	// RequireAuth makes every connection authenticate with SASL before it
+	// is served anything but ApiVersions, SaslHandshake and
+	// SaslAuthenticate (sasl.go); another request closes the connection.
+	// It needs Authenticator and Mechanisms. Default false: every
+	// connection is served at once.
 	RequireAuth bool
+	// Mechanisms are the SASL mechanisms served (of Mechanisms: PLAIN,
+	// SCRAM-SHA-256, SCRAM-SHA-512). Default none.
+	Mechanisms []string
+	// Authenticator checks SASL credentials and, for every request, the
+	// ACLs (authz.go). Default nil: no ACL is checked.
+	Authenticator Authenticator
+	// TLS, when set, serves every connection over TLS (Kafka's SSL and
+	// SASL_SSL); record bytes are then copied, not sent with sendfile.
+	// Default nil: plaintext.
+	TLS *tls.Config
 	// ShutdownTimeout is how long Close lets requests under way finish
 	// before it cuts their connections. Default 5 s.
 	ShutdownTimeout time.Duration
@@ -156,6 +167,9 @@ func New(opts Options) (*Server, error) {
 	}
 	lim, err := opts.Limits.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.checkSASL(); err != nil {
 		return nil, err
 	}
 	if opts.ShutdownTimeout == 0 {
@@ -228,6 +242,9 @@ func (s *Server) admit(nc net.Conn) {
 	ip, _, err := net.SplitHostPort(nc.RemoteAddr().String())
 	if err != nil {
 		ip = nc.RemoteAddr().String()
+	}
+	if s.opts.TLS != nil {
+		nc = tls.Server(nc, s.opts.TLS) // the handshake runs on the first read, under its deadline
 	}
 	c := newConn(s, nc, ip)
 	s.mu.Lock()

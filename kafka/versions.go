@@ -48,6 +48,8 @@ type servedAPI struct {
 //     kmsg knows; the topic configs are the HTTP API's. AlterConfigs (the
 //     non-incremental one, which replaces every config) is not served.
 //   - DescribeCluster v0-v2.
+//   - SaslHandshake v0-v1 and SaslAuthenticate v0-v2, every version
+//     (sasl.go): served before authentication, with the ApiVersions.
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
 //     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
@@ -68,12 +70,14 @@ var served = []servedAPI{
 	{key: kmsg.SyncGroup, min: 0, max: 5, handle: (*Server).handleSyncGroup},
 	{key: kmsg.DescribeGroups, min: 0, max: 6, handle: (*Server).handleDescribeGroups},
 	{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Server).handleListGroups},
+	{key: kmsg.SASLHandshake, min: 0, max: 1, handle: (*Server).handleSASLHandshake, beforeAuth: true},
 	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
 	{key: kmsg.CreateTopics, min: 0, max: 7, handle: (*Server).handleCreateTopics},
 	{key: kmsg.DeleteTopics, min: 0, max: 6, handle: (*Server).handleDeleteTopics},
 	{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Server).handleInitProducerID},
 	{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: (*Server).handleOffsetForLeaderEpoch},
 	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
+	{key: kmsg.SASLAuthenticate, min: 0, max: 2, handle: (*Server).handleSASLAuthenticate, beforeAuth: true},
 	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }
