@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,17 @@ type KafkaOptions struct {
 	// defaults (100 MiB requests, 10,000 connections, 1,000 per IP, 10
 	// minutes idle).
 	Limits kafka.Limits
+	// SecurityProtocol is Kafka's: PLAINTEXT, SSL (TLS with the broker's
+	// certificate, Options.TLS), SASL_PLAINTEXT or SASL_SSL (every client
+	// authenticates with SASL first). Default: SSL with Options.TLS, else
+	// PLAINTEXT, and the SASL one of the two with Options.Auth.Required,
+	// which refuses PLAINTEXT and SSL (anonymous Kafka clients would get
+	// past the ACLs).
+	SecurityProtocol string
+	// SASLMechanisms are those a SASL listener serves, of PLAIN (the
+	// password is a Sluice token), SCRAM-SHA-256 and SCRAM-SHA-512.
+	// Default all three.
+	SASLMechanisms []string
 }
 
 func (o KafkaOptions) enabled() bool { return o.Addr != "" || o.Listener != nil }
@@ -38,18 +50,29 @@ type kafkaListener struct {
 	srv  *kafka.Server
 	ln   net.Listener
 	addr string // advertised
+	// protocol is the listener's security protocol (PLAINTEXT, SSL,
+	// SASL_PLAINTEXT, SASL_SSL); sasl is true for the SASL ones.
+	protocol string
+	sasl     bool
 }
 
-// openKafka listens for Kafka clients when the options ask for it. With
-// Options.Auth.Required, connections are served nothing but ApiVersions:
-// no Kafka authentication is served yet, and an anonymous Kafka client
-// must not get past the ACLs the HTTP door enforces.
-func (b *Broker) openKafka() error {
+// openKafka listens for Kafka clients when the options ask for it, with
+// the security protocol the options and the broker's TLS and auth options
+// make (kafkaauth.go).
+func (b *Broker) openKafka(tlsCfg *tls.Config) error {
 	o := b.opts.Kafka
 	if !o.enabled() {
 		return nil
 	}
-	srv, err := kafka.New(kafka.Options{Backend: kafkaBackend{b}, Limits: o.Limits, RequireAuth: b.opts.Auth.Required, Logger: b.log})
+	sec, err := b.kafkaSecurity(tlsCfg)
+	if err != nil {
+		return err
+	}
+	ko := kafka.Options{Backend: kafkaBackend{b}, Limits: o.Limits, Logger: b.log, TLS: sec.tls}
+	if sec.sasl {
+		ko.RequireAuth, ko.Mechanisms, ko.Authenticator = true, sec.mechanisms, kafkaAuth{b}
+	}
+	srv, err := kafka.New(ko)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -63,7 +86,7 @@ func (b *Broker) openKafka() error {
 	if addr == "" {
 		addr = ln.Addr().String()
 	}
-	b.kafka = kafkaListener{srv: srv, ln: ln, addr: addr}
+	b.kafka = kafkaListener{srv: srv, ln: ln, addr: addr, protocol: sec.protocol, sasl: sec.sasl}
 	return nil
 }
 

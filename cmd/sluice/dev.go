@@ -120,7 +120,10 @@ Ctrl-C stops it.
 `, version, base, *nBrokers, *data, base, base, base, base, api.KeyPartition([]byte("user-1"), 3))
 	if *kafkaAddr != "" {
 		if authOpts.Required {
-			fmt.Printf("\nKafka clients: the brokers on %s serve only ApiVersions while authentication is required (no Kafka authentication is served yet).\n", kafkaBrokers(cl))
+			fmt.Printf(`
+Kafka clients on %s authenticate with SASL (SASL_PLAINTEXT): PLAIN with a token as the password, or SCRAM
+  kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=TOKEN -L
+`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr())
 		} else {
 			fmt.Printf(`
 Kafka clients on %s (metadata, produce, fetch, consumer groups):
