@@ -124,7 +124,9 @@ func (x *scramExchange) clientFinal(msg string) ([]byte, error) {
 	if len(attrs) != 2 || attrs[0] != "c="+base64.StdEncoding.EncodeToString([]byte(x.gs2Header)) {
 		return nil, errors.New("SCRAM channel binding does not match")
 	}
-	if attrs[1] != "r="+x.nonce {
+	// The nonce must end with the one the server sent, as Kafka checks it:
+	// librdkafka 2.0.2 (kcat 1.7.1's) sends the client's nonce again in front of it.
+	if !strings.HasPrefix(attrs[1], "r=") || !strings.HasSuffix(attrs[1], x.nonce) {
 		return nil, errors.New("SCRAM nonce does not match")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
