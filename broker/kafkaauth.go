@@ -110,3 +110,27 @@ func (a kafkaAuth) Allowed(principal string, op auth.Operation, rt auth.Resource
 	z := auth.Authorizer{SuperUsers: a.b.opts.Auth.SuperUsers, ACLs: a.b.authStore.ACLs()}
 	return z.Allowed(principal, op, rt, name)
 }
+
+// The Kafka listener's SCRAM credential APIs (kafka.ScramStore) go to the
+// auth store in the coordinator: the broker's watched one, or, on a broker
+// that keeps none, one that only reads and writes.
+var _ kafka.ScramStore = kafkaBackend{}
+
+func (k kafkaBackend) scramStore() *auth.Store {
+	if k.b.authStore != nil {
+		return k.b.authStore
+	}
+	return auth.NewStore(k.b.opts.Coord, k.b.log)
+}
+
+func (k kafkaBackend) ReadScramCredentials(ctx context.Context, principal string) ([]auth.ScramCredential, error) {
+	return k.scramStore().ReadScramCredentials(ctx, principal)
+}
+
+func (k kafkaBackend) SetScramCredential(ctx context.Context, c auth.ScramCredential) error {
+	return k.scramStore().SetScramCredential(ctx, c)
+}
+
+func (k kafkaBackend) DeleteScramCredential(ctx context.Context, mechanism, principal string) error {
+	return k.scramStore().DeleteScramCredential(ctx, mechanism, principal)
+}

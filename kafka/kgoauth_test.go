@@ -2,6 +2,8 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/pbkdf2"
+	"crypto/sha512"
 	"errors"
 	"strings"
 	"testing"
@@ -25,12 +27,13 @@ const adminToken = "slc_0123456789abcdef_00112233445566778899aabbccddeeff0011223
 // authCluster is a cluster that checks ACLs everywhere (its Kafka
 // listeners are SASL_PLAINTEXT), with topics "granted" and "withheld",
 // a token and a SCRAM-SHA-256 password ("alice-pw") for User:alice, who
-// may write and read "granted" and read group "g-alice", nothing else.
+// may write and read "granted" and read group "g-alice", nothing else, and
+// a SCRAM-SHA-256 password "root-pw" for User:root, a super user.
 func authCluster(t *testing.T) (cl *embedtest.Cluster, aliceTok string) {
 	t.Helper()
 	cl = embedtest.Start(t, embedtest.Options{Kafka: true, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
 		GatewayAuth: gateway.AuthOptions{Required: true, BootstrapToken: adminToken},
-		BrokerAuth:  broker.AuthOptions{Required: true}})
+		BrokerAuth:  broker.AuthOptions{Required: true, SuperUsers: []string{"User:root"}}})
 	hc, err := client.New(cl.URL, client.WithToken(adminToken))
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +59,10 @@ func authCluster(t *testing.T) (cl *embedtest.Cluster, aliceTok string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hc.SetScramCredential(ctx, api.SetScramCredentialRequest{Principal: "User:alice", Mechanism: "SCRAM-SHA-256", Password: "alice-pw"}); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"alice", "root"} {
+		if _, err := hc.SetScramCredential(ctx, api.SetScramCredentialRequest{Principal: "User:" + p, Mechanism: "SCRAM-SHA-256", Password: p + "-pw"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The brokers see the new token, ACLs and credential when their
 	// watches fire; wait for the last one through the Kafka door.
@@ -178,5 +183,42 @@ func TestKcatSASL(t *testing.T) {
 	if out, _, err := runKcat(t, cl, "", "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-256",
 		"-X", "sasl.username=alice", "-X", "sasl.password=wrong", "-m", "10", "-L"); err == nil {
 		t.Errorf("kcat with a wrong password listed:\n%s", out)
+	}
+}
+
+// A super user sets a SCRAM credential through Kafka's
+// AlterUserScramCredentials (the client salts the password), which then
+// authenticates and is listed by DescribeUserScramCredentials; alice, who
+// may not ALTER the cluster, gets CLUSTER_AUTHORIZATION_FAILED.
+func TestKgoAlterUserScramCredentials(t *testing.T) {
+	cl, tok := authCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt = "carol", 2, 4096, []byte("carol's salt")
+	up.SaltedPassword, _ = pbkdf2.Key(sha512.New, "carol-pw", up.Salt, 4096, sha512.Size)
+	alter.Upsertions = append(alter.Upsertions, up)
+
+	alice := newKgo(t, cl, kgo.SASL(plain.Auth{User: "alice", Pass: tok}.AsMechanism()))
+	resp, err := alter.RequestWith(ctx, alice)
+	if err != nil || len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("alice alters a credential: %+v %v, want CLUSTER_AUTHORIZATION_FAILED", resp, err)
+	}
+	root := newKgo(t, cl, kgo.SASL(scram.Auth{User: "root", Pass: "root-pw"}.AsSha256Mechanism()))
+	resp, err = alter.RequestWith(ctx, root)
+	if err != nil || len(resp.Results) != 1 || resp.Results[0].ErrorCode != 0 {
+		t.Fatalf("root alters a credential: %+v %v", resp, err)
+	}
+	waitAuthenticates(t, cl, kgo.SASL(scram.Auth{User: "carol", Pass: "carol-pw"}.AsSha512Mechanism()))
+
+	desc := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	u := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+	u.Name = "carol"
+	desc.Users = append(desc.Users, u)
+	dr, err := desc.RequestWith(ctx, root)
+	if err != nil || len(dr.Results) != 1 || len(dr.Results[0].CredentialInfos) != 1 ||
+		dr.Results[0].CredentialInfos[0].Mechanism != 2 || dr.Results[0].CredentialInfos[0].Iterations != 4096 {
+		t.Fatalf("describe carol: %+v %v", dr, err)
 	}
 }

@@ -50,6 +50,8 @@ type servedAPI struct {
 //   - DescribeCluster v0-v2.
 //   - SaslHandshake v0-v1 and SaslAuthenticate v0-v2, every version
 //     (sasl.go): served before authentication, with the ApiVersions.
+//   - DescribeUserScramCredentials and AlterUserScramCredentials v0, the
+//     only versions (scramadmin.go).
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
 //     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
@@ -79,6 +81,8 @@ var served = []servedAPI{
 	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
 	{key: kmsg.SASLAuthenticate, min: 0, max: 2, handle: (*Server).handleSASLAuthenticate, beforeAuth: true},
 	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
+	{key: kmsg.DescribeUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleDescribeUserScramCredentials},
+	{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleAlterUserScramCredentials},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }
 
