@@ -39,7 +39,7 @@ type conn struct {
 	// written (a refused SASL step).
 	closeAfterAnswer bool
 	clientID         string // the last request's, for logs
-	rbuf, wbuf    []byte
+	rbuf, wbuf       []byte
 
 	mu       sync.Mutex // guards busy and draining; a leaf, taken under Server.mu by Close
 	busy     bool       // a request is being read, handled or answered

@@ -86,4 +86,3 @@ func TestKcatTLS(t *testing.T) {
 		t.Fatalf("kcat -L over SASL_SSL: %v\n%s", err, out)
 	}
 }
-
