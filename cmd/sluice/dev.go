@@ -121,8 +121,9 @@ Ctrl-C stops it.
 	if *kafkaAddr != "" {
 		if authOpts.Required {
 			fmt.Printf(`
-Kafka clients on %s authenticate with SASL (SASL_PLAINTEXT): PLAIN with a token as the password, or SCRAM
-  kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=TOKEN -L
+Kafka clients on %s authenticate with SASL (SASL_PLAINTEXT): PLAIN with a token as the password
+(from sluice tokens create; the bootstrap token is the gateway's only), or SCRAM (sluice scram set)
+  kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=NAME -X sasl.password=TOKEN -L
 `, kafkaBrokers(cl), cl.Broker(1).KafkaAddr())
 		} else {
 			fmt.Printf(`
