@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/kafka"
@@ -188,10 +189,15 @@ func epochAt(lineage []commitlog.EpochEntry, off int64) int32 {
 	return epoch
 }
 
-// InitProducerID issues an id from the sequence POST /v1/producers uses.
-// The Kafka listener has no principals yet, so the id is issued to none.
+// InitProducerID issues an id from the sequence POST /v1/producers uses,
+// to the SASL principal of the connection where the cluster checks ACLs
+// (as the gateway issues HTTP producers' ids), else to none.
 func (k kafkaBackend) InitProducerID(ctx context.Context) (int64, int16, error) {
-	id, err := cluster.NewProducerID(ctx, k.b.opts.Coord, "")
+	principal := ""
+	if p, ok := auth.PrincipalIn(ctx); ok && k.b.opts.Auth.Required {
+		principal = p
+	}
+	id, err := cluster.NewProducerID(ctx, k.b.opts.Coord, principal)
 	return id, 0, err
 }
 
@@ -204,6 +210,10 @@ var (
 		"Record bytes written in the Kafka listener's Fetch answers.", nil, nil)
 	descKafkaSendfile = prometheus.NewDesc("sluice_broker_kafka_fetch_sendfile_bytes_total",
 		"Record bytes of Fetch answers copied from a segment file to a plaintext TCP connection, which Linux sends with sendfile.", nil, nil)
+	descKafkaSASLFailed = prometheus.NewDesc("sluice_broker_kafka_sasl_failed_total",
+		"SASL handshakes and authentications the Kafka listener refused (wrong credentials, a mechanism not served, a step out of order).", nil, nil)
+	descKafkaAuthzRefused = prometheus.NewDesc("sluice_broker_kafka_authz_refused_total",
+		"Kafka requests the ACLs refused, wholly or for some of their topics.", nil, nil)
 )
 
 // kafkaCollector exports the Kafka listener's counters, when it runs.
@@ -214,6 +224,8 @@ func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKafkaRefused
 	ch <- descKafkaFetched
 	ch <- descKafkaSendfile
+	ch <- descKafkaSASLFailed
+	ch <- descKafkaAuthzRefused
 }
 
 func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
@@ -225,4 +237,6 @@ func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descKafkaRefused, prometheus.CounterValue, float64(st.Refused))
 	ch <- prometheus.MustNewConstMetric(descKafkaFetched, prometheus.CounterValue, float64(st.FetchedBytes))
 	ch <- prometheus.MustNewConstMetric(descKafkaSendfile, prometheus.CounterValue, float64(st.SendfileBytes))
+	ch <- prometheus.MustNewConstMetric(descKafkaSASLFailed, prometheus.CounterValue, float64(st.SASLFailed))
+	ch <- prometheus.MustNewConstMetric(descKafkaAuthzRefused, prometheus.CounterValue, float64(st.AuthzRefused))
 }

@@ -75,6 +75,32 @@ func (c *conn) authorize(kreq kmsg.Request) (refusal kmsg.Response, merge func(k
 	if c.s.opts.Authenticator == nil {
 		return nil, nil
 	}
+	refusal, merge, refused := c.check(kreq)
+	if refused {
+		c.s.authzRefused.Add(1)
+	}
+	return refusal, merge
+}
+
+// check is authorize's switch; refused reports a request refused wholly or
+// for some topics (not one whose answer is only filtered).
+func (c *conn) check(kreq kmsg.Request) (refusal kmsg.Response, merge func(kmsg.Response) kmsg.Response, refused bool) {
+	refusal, merge = c.checkRequest(kreq)
+	return refusal, merge, refusal != nil || merge != nil && isRefusingMerge(kreq)
+}
+
+// isRefusingMerge: a merge of these requests adds refused topics back
+// (the others' merges filter a whole answer).
+func isRefusingMerge(kreq kmsg.Request) bool {
+	switch kreq.(type) {
+	case *kmsg.ProduceRequest, *kmsg.FetchRequest, *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest,
+		*kmsg.IncrementalAlterConfigsRequest, *kmsg.OffsetCommitRequest:
+		return true
+	}
+	return false
+}
+
+func (c *conn) checkRequest(kreq kmsg.Request) (refusal kmsg.Response, merge func(kmsg.Response) kmsg.Response) {
 	switch req := kreq.(type) {
 	case *kmsg.ProduceRequest:
 		return nil, c.authorizeProduce(req)

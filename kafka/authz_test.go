@@ -44,7 +44,7 @@ func TestAuthzFetchAndProduce(t *testing.T) {
 	}
 	be := &fakeBackend{}
 	be.fetch.parts = map[fakeTP]fakePart{{"orders", 0}: {data: []byte("x"), hw: 1}}
-	_, addr := startServer(t, be, saslOptions(f))
+	s, addr := startServer(t, be, saslOptions(f))
 	c := dial(t, addr)
 	c.authenticate()
 	for _, v := range []int16{11, 13} {
@@ -77,6 +77,9 @@ func TestAuthzFetchAndProduce(t *testing.T) {
 	}
 	if len(got) != 2 || got[api.OffsetsTopic] != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("produce: %v", got)
+	}
+	if st := s.Stats(); st.AuthzRefused != 3 || st.SASLFailed != 0 {
+		t.Fatalf("refused %d requests (want 3), SASL failures %d", st.AuthzRefused, st.SASLFailed)
 	}
 	be.mu.Lock()
 	defer be.mu.Unlock()

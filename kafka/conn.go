@@ -178,6 +178,9 @@ func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Re
 	// authz.go: a request refused as a whole is answered here; one refused
 	// for some of its topics is handled without them, and merge adds them
 	// back to the answer with their error.
+	if c.principal != auth.Anonymous {
+		ctx = auth.WithPrincipal(ctx, c.principal) // for the Backend (producer ids, quotas)
+	}
 	refusal, merge := c.authorize(req)
 	if refusal != nil {
 		return h, refusal, nil

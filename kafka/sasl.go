@@ -87,6 +87,7 @@ func (s *Server) handleSASLHandshake(_ context.Context, c *conn, kreq kmsg.Reque
 	}
 	if resp.ErrorCode != 0 {
 		c.closeAfterAnswer = true
+		s.saslFailed.Add(1)
 		s.log.Info("kafka SASL handshake refused", "client", c.nc.RemoteAddr().String(), "mechanism", req.Mechanism,
 			"err", kerr.ErrorForCode(resp.ErrorCode))
 		return resp, nil
@@ -102,6 +103,7 @@ func (s *Server) handleSASLAuthenticate(ctx context.Context, c *conn, kreq kmsg.
 	req := kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	if c.sasl.step != saslAuthenticate || c.sasl.raw {
+		s.saslFailed.Add(1)
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate is served once after SaslHandshake v1")
 		c.closeAfterAnswer = true
@@ -137,6 +139,7 @@ func (c *conn) saslStep(ctx context.Context, in []byte) ([]byte, error) {
 	}
 	log := c.s.log.With("client", c.nc.RemoteAddr().String(), "mechanism", c.sasl.mechanism)
 	if err != nil {
+		c.s.saslFailed.Add(1)
 		c.sasl.step = saslDone + 1 // nothing more is served; the connection closes
 		log.Info("kafka SASL authentication failed", "err", err)
 		return nil, err

@@ -83,7 +83,13 @@ func kgoPing(t *testing.T, addr string, opts ...kgo.Opt) error {
 // not the token's.
 func TestSASLMechanisms(t *testing.T) {
 	f := newFakeAuth(t)
-	_, addr := startServer(t, &fakeBackend{}, saslOptions(f))
+	s, addr := startServer(t, &fakeBackend{}, saslOptions(f))
+	refused := 0
+	t.Cleanup(func() {
+		if got := s.Stats().SASLFailed; got < int64(refused) {
+			t.Errorf("SASL failures counted %d, want at least %d", got, refused)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		mech sasl.Mechanism
@@ -98,6 +104,9 @@ func TestSASLMechanisms(t *testing.T) {
 		{"SCRAM-SHA-256 with a wrong password", scram.Auth{User: "bob", Pass: "guess"}.AsSha256Mechanism(), false},
 		{"SCRAM-SHA-512 for an unknown user", scram.Auth{User: "carol", Pass: "bob-secret"}.AsSha512Mechanism(), false},
 	} {
+		if !tc.ok {
+			refused++
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			err := kgoPing(t, addr, kgo.SASL(tc.mech))
 			switch {

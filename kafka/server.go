@@ -158,6 +158,8 @@ type Server struct {
 	nonce         [markerSize - 4]byte
 	fetchedBytes  atomic.Int64 // record bytes written in Fetch answers
 	sendfileBytes atomic.Int64 // of those, copied from a file to a plaintext TCP connection
+	saslFailed    atomic.Int64 // SASL steps refused (sasl.go)
+	authzRefused  atomic.Int64 // requests refused by the ACLs, wholly or for some topics (authz.go)
 }
 
 // New builds a Server; Serve makes it serve a listener.
@@ -313,6 +315,10 @@ type Stats struct {
 	// New; SendfileBytes those of them copied from a segment file to a
 	// plaintext TCP connection, which Linux does with sendfile.
 	FetchedBytes, SendfileBytes int64
+	// SASLFailed counts the SASL handshakes and authentications refused;
+	// AuthzRefused the requests the ACLs refused, wholly or for some of
+	// their topics; both since New.
+	SASLFailed, AuthzRefused int64
 }
 
 // Stats returns the listener's counters.
@@ -320,7 +326,8 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{Connections: len(s.conns), Refused: s.refused.Load(),
-		FetchedBytes: s.fetchedBytes.Load(), SendfileBytes: s.sendfileBytes.Load()}
+		FetchedBytes: s.fetchedBytes.Load(), SendfileBytes: s.sendfileBytes.Load(),
+		SASLFailed: s.saslFailed.Load(), AuthzRefused: s.authzRefused.Load()}
 }
 
 // Close stops the server. Order: stop accepting (the listeners close);
