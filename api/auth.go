@@ -52,3 +52,27 @@ type Session struct {
 	Principal    string `json:"principal"`
 	AuthRequired bool   `json:"auth_required"`
 }
+
+// SetScramCredentialRequest is the body of PUT /v1/scram-credentials: the
+// password is salted and hashed by the gateway (RFC 5802) and never
+// stored.
+type SetScramCredentialRequest struct {
+	Principal string `json:"principal"` // "User:<name>"; the SCRAM user name is <name>
+	Mechanism string `json:"mechanism"` // SCRAM-SHA-256 or SCRAM-SHA-512
+	Password  string `json:"password"`
+	// Iterations of PBKDF2, 4096 to 16384; 0 or absent: 8192.
+	Iterations int `json:"iterations,omitempty"`
+}
+
+// ScramCredential describes a stored SCRAM credential (never its keys).
+type ScramCredential struct {
+	Principal  string `json:"principal"`
+	Mechanism  string `json:"mechanism"`
+	Iterations int    `json:"iterations"`
+	CreatedAt  int64  `json:"created_at"` // Unix ms
+}
+
+// ScramCredentialList is the answer of GET /v1/scram-credentials.
+type ScramCredentialList struct {
+	Credentials []ScramCredential `json:"credentials"`
+}

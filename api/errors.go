@@ -82,6 +82,7 @@ const (
 	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 	CodeNotAuthorized    Code = "NOT_AUTHORIZED"
 	CodeUnknownToken     Code = "UNKNOWN_TOKEN"
+	CodeUnknownScram     Code = "UNKNOWN_SCRAM_CREDENTIAL"
 	CodeOriginNotAllowed Code = "ORIGIN_NOT_ALLOWED"
 	CodeHostNotAllowed   Code = "HOST_NOT_ALLOWED"
 	CodeUnknownQuota     Code = "UNKNOWN_QUOTA"
@@ -153,6 +154,7 @@ var table = map[Code]Spec{
 	CodeUnauthenticated:  {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
 	CodeNotAuthorized:    {403, false, "the principal may not perform this operation on this resource"},
 	CodeUnknownToken:     {404, false, "no token with this id"},
+	CodeUnknownScram:     {404, false, "the principal has no SCRAM credential for this mechanism"},
 	CodeOriginNotAllowed: {403, false, "the request's Origin is neither the gateway's own nor in its --allowed-origins"},
 	CodeHostNotAllowed:   {403, false, "the request's Host is not one of the gateway's names (--allowed-hosts, the hosts of --allowed-origins, an IP address or localhost)"},
 	CodeUnknownQuota:     {404, false, "no quota for this entity"},

@@ -20,6 +20,9 @@ import (
 const (
 	TokensPath = "/auth/tokens" // children: token id → TokenRecord (JSON)
 	ACLsPath   = "/auth/acls"   // children: ACL.Key() → ACL (JSON)
+	// ScramPath's children: "<mechanism>.<hex principal>.<id>" →
+	// ScramCredential (JSON); a new password is a new node.
+	ScramPath = "/auth/scram"
 )
 
 // Errors of the store.
@@ -55,6 +58,7 @@ type snapshot struct {
 	tokens map[string]TokenRecord
 	acls   *ACLSet
 	keys   map[string]ACL // by Key
+	scram  scramSet
 }
 
 // NewStore returns a store over c; Start begins watching.
@@ -63,8 +67,8 @@ func NewStore(c coord.Coordinator, log *slog.Logger) *Store {
 		log = slog.Default()
 	}
 	s := &Store{c: c, log: log, lookups: make(chan struct{}, maxLookups)}
-	s.snap.Store(&snapshot{tokens: map[string]TokenRecord{}, acls: NewACLSet(nil), keys: map[string]ACL{}})
-	s.follow = coord.Follower{Reload: s.reload, What: "tokens and ACLs", Logger: log}
+	s.snap.Store(&snapshot{tokens: map[string]TokenRecord{}, acls: NewACLSet(nil), keys: map[string]ACL{}, scram: newScramSet(0)})
+	s.follow = coord.Follower{Reload: s.reload, What: "tokens, ACLs and SCRAM credentials", Logger: log}
 	return s
 }
 
@@ -101,7 +105,7 @@ func (s *Store) children(ctx context.Context, p string, fire coord.WatchFunc) ([
 // load reads the tokens and ACLs (records already in the copy are not read
 // again: they never change, they are only created and deleted).
 func (s *Store) load(ctx context.Context, fire coord.WatchFunc) (*snapshot, error) {
-	for _, p := range []string{TokensPath, ACLsPath} {
+	for _, p := range []string{TokensPath, ACLsPath, ScramPath} {
 		if err := coord.EnsurePath(ctx, s.c, p); err != nil {
 			return nil, err
 		}
@@ -115,7 +119,14 @@ func (s *Store) load(ctx context.Context, fire coord.WatchFunc) (*snapshot, erro
 	if err != nil {
 		return nil, err
 	}
+	nodes, err := s.children(ctx, ScramPath, fire)
+	if err != nil {
+		return nil, err
+	}
 	next := &snapshot{tokens: make(map[string]TokenRecord, len(ids)), keys: make(map[string]ACL, len(keys))}
+	if next.scram, err = s.loadScram(ctx, old.scram, nodes); err != nil {
+		return nil, err
+	}
 	for _, id := range ids {
 		if rec, ok := old.tokens[id]; ok {
 			next.tokens[id] = rec

@@ -267,7 +267,7 @@ type Broker struct {
 	quotas  brokerQuotas  // client quotas: the watched config and its buckets
 	kafka   kafkaListener // the Kafka protocol listener (kafkabackend.go); zero when off
 
-	authStore   *auth.Store // ACLs, watched; nil unless Options.Auth.Required
+	authStore   *auth.Store // tokens, ACLs, SCRAM credentials, watched; nil unless Options.Auth.Required or a SASL Kafka listener
 	authRefused authRefusals
 
 	panicsMu sync.Mutex        // guards panics
@@ -303,14 +303,14 @@ func New(opts Options) (*Broker, error) {
 		}
 		b.fs, b.osfs = osfs, osfs
 	}
-	var serverTLS, peerTLS *tls.Config
+	var serverTLS, peerTLS, kafkaTLS *tls.Config
 	if opts.TLS != nil {
 		files, err := tlsfiles.New(*opts.TLS)
 		if err != nil {
 			b.closeFS()
 			return nil, fmt.Errorf("broker: %w", err)
 		}
-		serverTLS = files.ServerConfig()
+		serverTLS, kafkaTLS = files.ServerConfig(), files.KafkaServerConfig()
 	}
 	if opts.PeerTLS != nil {
 		cfg, err := opts.PeerTLS.Config()
@@ -332,7 +332,7 @@ func New(opts Options) (*Broker, error) {
 	if b.opts.AdvertisedAddr == "" {
 		b.opts.AdvertisedAddr = b.ln.Addr().String()
 	}
-	if err := b.openKafka(); err != nil {
+	if err := b.openKafka(kafkaTLS); err != nil {
 		b.ln.Close()
 		b.closeFS()
 		return nil, err
@@ -344,7 +344,7 @@ func New(opts Options) (*Broker, error) {
 		}
 	}
 	b.view = cluster.NewView(opts.Coord, b.log)
-	if opts.Auth.Required {
+	if opts.Auth.Required || b.kafka.sasl {
 		b.authStore = auth.NewStore(opts.Coord, b.log)
 	}
 	b.quotas.store = quota.NewStore(opts.Coord, b.log)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/commitlog"
 	"github.com/sluice-io/sluice/kafka"
@@ -29,6 +31,17 @@ type KafkaOptions struct {
 	// defaults (100 MiB requests, 10,000 connections, 1,000 per IP, 10
 	// minutes idle).
 	Limits kafka.Limits
+	// SecurityProtocol is Kafka's: PLAINTEXT, SSL (TLS with the broker's
+	// certificate, Options.TLS), SASL_PLAINTEXT or SASL_SSL (every client
+	// authenticates with SASL first). Default: SSL with Options.TLS, else
+	// PLAINTEXT, and the SASL one of the two with Options.Auth.Required,
+	// which refuses PLAINTEXT and SSL (anonymous Kafka clients would get
+	// past the ACLs).
+	SecurityProtocol string
+	// SASLMechanisms are those a SASL listener serves, of PLAIN (the
+	// password is a Sluice token), SCRAM-SHA-256 and SCRAM-SHA-512.
+	// Default all three.
+	SASLMechanisms []string
 }
 
 func (o KafkaOptions) enabled() bool { return o.Addr != "" || o.Listener != nil }
@@ -38,18 +51,29 @@ type kafkaListener struct {
 	srv  *kafka.Server
 	ln   net.Listener
 	addr string // advertised
+	// protocol is the listener's security protocol (PLAINTEXT, SSL,
+	// SASL_PLAINTEXT, SASL_SSL); sasl is true for the SASL ones.
+	protocol string
+	sasl     bool
 }
 
-// openKafka listens for Kafka clients when the options ask for it. With
-// Options.Auth.Required, connections are served nothing but ApiVersions:
-// no Kafka authentication is served yet, and an anonymous Kafka client
-// must not get past the ACLs the HTTP door enforces.
-func (b *Broker) openKafka() error {
+// openKafka listens for Kafka clients when the options ask for it, with
+// the security protocol the options and the broker's TLS and auth options
+// make (kafkaauth.go).
+func (b *Broker) openKafka(tlsCfg *tls.Config) error {
 	o := b.opts.Kafka
 	if !o.enabled() {
 		return nil
 	}
-	srv, err := kafka.New(kafka.Options{Backend: kafkaBackend{b}, Limits: o.Limits, RequireAuth: b.opts.Auth.Required, Logger: b.log})
+	sec, err := b.kafkaSecurity(tlsCfg)
+	if err != nil {
+		return err
+	}
+	ko := kafka.Options{Backend: kafkaBackend{b}, Limits: o.Limits, Logger: b.log, TLS: sec.tls}
+	if sec.sasl {
+		ko.RequireAuth, ko.Mechanisms, ko.Authenticator = true, sec.mechanisms, kafkaAuth{b}
+	}
+	srv, err := kafka.New(ko)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -63,7 +87,7 @@ func (b *Broker) openKafka() error {
 	if addr == "" {
 		addr = ln.Addr().String()
 	}
-	b.kafka = kafkaListener{srv: srv, ln: ln, addr: addr}
+	b.kafka = kafkaListener{srv: srv, ln: ln, addr: addr, protocol: sec.protocol, sasl: sec.sasl}
 	return nil
 }
 
@@ -165,10 +189,15 @@ func epochAt(lineage []commitlog.EpochEntry, off int64) int32 {
 	return epoch
 }
 
-// InitProducerID issues an id from the sequence POST /v1/producers uses.
-// The Kafka listener has no principals yet, so the id is issued to none.
+// InitProducerID issues an id from the sequence POST /v1/producers uses,
+// to the SASL principal of the connection where the cluster checks ACLs
+// (as the gateway issues HTTP producers' ids), else to none.
 func (k kafkaBackend) InitProducerID(ctx context.Context) (int64, int16, error) {
-	id, err := cluster.NewProducerID(ctx, k.b.opts.Coord, "")
+	principal := ""
+	if p, ok := auth.PrincipalIn(ctx); ok && k.b.opts.Auth.Required {
+		principal = p
+	}
+	id, err := cluster.NewProducerID(ctx, k.b.opts.Coord, principal)
 	return id, 0, err
 }
 
@@ -181,6 +210,10 @@ var (
 		"Record bytes written in the Kafka listener's Fetch answers.", nil, nil)
 	descKafkaSendfile = prometheus.NewDesc("sluice_broker_kafka_fetch_sendfile_bytes_total",
 		"Record bytes of Fetch answers copied from a segment file to a plaintext TCP connection, which Linux sends with sendfile.", nil, nil)
+	descKafkaSASLFailed = prometheus.NewDesc("sluice_broker_kafka_sasl_failed_total",
+		"SASL handshakes and authentications the Kafka listener refused (wrong credentials, a mechanism not served, a step out of order).", nil, nil)
+	descKafkaAuthzRefused = prometheus.NewDesc("sluice_broker_kafka_authz_refused_total",
+		"Kafka requests the ACLs refused, wholly or for some of their topics.", nil, nil)
 )
 
 // kafkaCollector exports the Kafka listener's counters, when it runs.
@@ -191,6 +224,8 @@ func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKafkaRefused
 	ch <- descKafkaFetched
 	ch <- descKafkaSendfile
+	ch <- descKafkaSASLFailed
+	ch <- descKafkaAuthzRefused
 }
 
 func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
@@ -202,4 +237,6 @@ func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descKafkaRefused, prometheus.CounterValue, float64(st.Refused))
 	ch <- prometheus.MustNewConstMetric(descKafkaFetched, prometheus.CounterValue, float64(st.FetchedBytes))
 	ch <- prometheus.MustNewConstMetric(descKafkaSendfile, prometheus.CounterValue, float64(st.SendfileBytes))
+	ch <- prometheus.MustNewConstMetric(descKafkaSASLFailed, prometheus.CounterValue, float64(st.SASLFailed))
+	ch <- prometheus.MustNewConstMetric(descKafkaAuthzRefused, prometheus.CounterValue, float64(st.AuthzRefused))
 }

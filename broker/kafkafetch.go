@@ -14,9 +14,9 @@ import (
 
 // Fetch reads a Kafka consumer's fetch through FetchPartitions, as the raw
 // /fetch route does (cold reads included), and charges what it served to
-// the consumer byte-rate quota of the client: the Kafka listener has no
-// principals yet, so its clients are the anonymous principal with the
-// request's client id, as an HTTP consumer without authentication is. A
+// the consumer byte-rate quota of the client: the connection's SASL
+// principal (the anonymous one without SASL, as an HTTP consumer without
+// authentication is) with the request's client id. A
 // fetch while that quota is in debt reads nothing and answers the wait
 // (Kafka's throttle_time_ms), as Kafka answers a throttled fetch.
 func (k kafkaBackend) Fetch(ctx context.Context, req kafka.FetchRequest) (kafka.FetchResult, error) {
@@ -25,7 +25,8 @@ func (k kafkaBackend) Fetch(ctx context.Context, req kafka.FetchRequest) (kafka.
 	if !quota.ValidClientID(clientID) {
 		clientID = ""
 	}
-	if d := b.quotas.enforcer.Admit(auth.Anonymous, clientID, quota.Fetch, 0); d > 0 {
+	principal := auth.PrincipalFrom(ctx)
+	if d := b.quotas.enforcer.Admit(principal, clientID, quota.Fetch, 0); d > 0 {
 		return b.kafkaThrottled(req, d), nil
 	}
 	spec := FetchSpec{MaxWait: req.MaxWait, MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Cold: true,
@@ -56,9 +57,9 @@ func (k kafkaBackend) Fetch(ctx context.Context, req kafka.FetchRequest) (kafka.
 		o.Records = &fetchedRecords{f: f}
 	}
 	if served > 0 {
-		b.quotas.enforcer.Charge(auth.Anonymous, clientID, quota.Fetch, served)
+		b.quotas.enforcer.Charge(principal, clientID, quota.Fetch, served)
 	}
-	out.Throttle = b.quotas.enforcer.Debt(auth.Anonymous, clientID, quota.Fetch)
+	out.Throttle = b.quotas.enforcer.Debt(principal, clientID, quota.Fetch)
 	return out, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/auth"
 )
 
 // maxKeptBuffer bounds the read and write buffers a connection keeps
@@ -31,8 +33,13 @@ type conn struct {
 	// (at once when the server requires no authentication). Only the
 	// connection's goroutine touches it.
 	authenticated bool
-	clientID      string // the last request's, for logs
-	rbuf, wbuf    []byte
+	principal     string    // who the connection acts for (auth.Anonymous until SASL names one)
+	sasl          saslState // sasl.go
+	// closeAfterAnswer ends the connection once the answer under way is
+	// written (a refused SASL step).
+	closeAfterAnswer bool
+	clientID         string // the last request's, for logs
+	rbuf, wbuf       []byte
 
 	mu       sync.Mutex // guards busy and draining; a leaf, taken under Server.mu by Close
 	busy     bool       // a request is being read, handled or answered
@@ -40,7 +47,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, ip string) *conn {
-	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth}
+	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth, principal: auth.Anonymous}
 }
 
 // closeIfIdle marks the connection draining and closes it now when it is
@@ -102,6 +109,13 @@ func (c *conn) serve(ctx context.Context) {
 			c.ended("reading a request", err)
 			return
 		}
+		if c.sasl.raw {
+			if err := c.answerRaw(ctx, frame); err != nil {
+				c.ended("authenticating", err)
+				return
+			}
+			continue
+		}
 		h, resp, err := c.handle(ctx, frame)
 		if err != nil {
 			c.ended(fmt.Sprintf("%s v%d (correlation id %d)", kmsg.NameForKey(h.key), h.version, h.correlationID), err)
@@ -125,6 +139,10 @@ func (c *conn) serve(ctx context.Context) {
 		}
 		if err != nil {
 			c.ended("writing an answer", err)
+			return
+		}
+		if c.closeAfterAnswer {
+			c.ended(fmt.Sprintf("%s v%d", kmsg.NameForKey(h.key), h.version), errSASLRefused)
 			return
 		}
 	}
@@ -157,7 +175,20 @@ func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Re
 	if err := req.ReadFrom(body); err != nil {
 		return h, nil, fmt.Errorf("malformed request: %w", err)
 	}
+	// authz.go: a request refused as a whole is answered here; one refused
+	// for some of its topics is handled without them, and merge adds them
+	// back to the answer with their error.
+	if c.principal != auth.Anonymous {
+		ctx = auth.WithPrincipal(ctx, c.principal) // for the Backend (producer ids, quotas)
+	}
+	refusal, merge := c.authorize(req)
+	if refusal != nil {
+		return h, refusal, nil
+	}
 	resp, err := a.handle(c.s, ctx, c, req)
+	if err == nil && merge != nil {
+		resp = merge(resp)
+	}
 	return h, resp, err
 }
 

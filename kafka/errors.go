@@ -77,6 +77,7 @@ var codes = map[api.Code]*kerr.Error{
 	api.CodeUnauthenticated:  kerr.SaslAuthenticationFailed,
 	api.CodeNotAuthorized:    kerr.TopicAuthorizationFailed, // the handler names the resource: group and cluster have codes of their own
 	api.CodeUnknownToken:     kerr.SaslAuthenticationFailed,
+	api.CodeUnknownScram:     kerr.ResourceNotFound,
 	api.CodeOriginNotAllowed: kerr.InvalidRequest,
 	api.CodeHostNotAllowed:   kerr.InvalidRequest,
 	api.CodeUnknownQuota:     kerr.ResourceNotFound,

@@ -661,11 +661,11 @@ func TestJoinGroupStatic(t *testing.T) {
 	}
 }
 
-// With authentication required (and no mechanism served yet), a group
-// request closes the connection: groups cannot be joined, committed to or
-// described anonymously.
+// With authentication required, a group request before SASL closes the
+// connection: groups cannot be joined, committed to or described
+// anonymously.
 func TestGroupsNeedAuth(t *testing.T) {
-	addr := startGroupServer(t, newFakeGroups(), Options{RequireAuth: true})
+	addr := startGroupServer(t, newFakeGroups(), Options{RequireAuth: true, Mechanisms: Mechanisms, Authenticator: &fakeAuth{}})
 	find := kmsg.NewPtrFindCoordinatorRequest()
 	find.Version, find.CoordinatorKey = 2, "g"
 	fetch := kmsg.NewPtrOffsetFetchRequest()

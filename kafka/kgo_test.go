@@ -479,9 +479,9 @@ func TestKgoProduceCodecs(t *testing.T) {
 	}
 }
 
-// A broker that checks ACLs serves a Kafka connection nothing but
-// ApiVersions, since no Kafka authentication is served yet: Metadata
-// closes the connection.
+// A broker that checks ACLs serves SASL_PLAINTEXT: an unauthenticated
+// connection is answered ApiVersions, and a Metadata sent by hand over
+// the raw TCP connection closes it unanswered.
 func TestKafkaBeforeAuthenticationOnlyApiVersions(t *testing.T) {
 	cl := embedtest.Start(t, embedtest.Options{Kafka: true, ClusterSecret: []byte("0123456789abcdef0123456789abcdef"),
 		BrokerAuth: broker.AuthOptions{Required: true}})

@@ -16,6 +16,7 @@ package kafka
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,12 +106,22 @@ type Options struct {
 	Backend Backend
 	// Limits bound connections and requests (see Limits).
 	Limits Limits
-	// RequireAuth makes every connection authenticate before it is served
-	// anything but ApiVersions (and, once served, the SASL requests). No
-	// mechanism is served yet, so with it a connection can ask only
-	// ApiVersions: a broker that checks ACLs must not serve anonymous
-	// Kafka clients. Default false: every connection is served.
+	// RequireAuth makes every connection authenticate with SASL before it
+	// is served anything but ApiVersions, SaslHandshake and
+	// SaslAuthenticate (sasl.go); another request closes the connection.
+	// It needs Authenticator and Mechanisms. Default false: every
+	// connection is served at once.
 	RequireAuth bool
+	// Mechanisms are the SASL mechanisms served (of Mechanisms: PLAIN,
+	// SCRAM-SHA-256, SCRAM-SHA-512). Default none.
+	Mechanisms []string
+	// Authenticator checks SASL credentials and, for every request, the
+	// ACLs (authz.go). Default nil: no ACL is checked.
+	Authenticator Authenticator
+	// TLS, when set, serves every connection over TLS (Kafka's SSL and
+	// SASL_SSL); record bytes are then copied, not sent with sendfile.
+	// Default nil: plaintext.
+	TLS *tls.Config
 	// ShutdownTimeout is how long Close lets requests under way finish
 	// before it cuts their connections. Default 5 s.
 	ShutdownTimeout time.Duration
@@ -147,6 +158,8 @@ type Server struct {
 	nonce         [markerSize - 4]byte
 	fetchedBytes  atomic.Int64 // record bytes written in Fetch answers
 	sendfileBytes atomic.Int64 // of those, copied from a file to a plaintext TCP connection
+	saslFailed    atomic.Int64 // SASL steps refused (sasl.go)
+	authzRefused  atomic.Int64 // requests refused by the ACLs, wholly or for some topics (authz.go)
 }
 
 // New builds a Server; Serve makes it serve a listener.
@@ -156,6 +169,9 @@ func New(opts Options) (*Server, error) {
 	}
 	lim, err := opts.Limits.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.checkSASL(); err != nil {
 		return nil, err
 	}
 	if opts.ShutdownTimeout == 0 {
@@ -229,6 +245,9 @@ func (s *Server) admit(nc net.Conn) {
 	if err != nil {
 		ip = nc.RemoteAddr().String()
 	}
+	if s.opts.TLS != nil {
+		nc = tls.Server(nc, s.opts.TLS) // the handshake runs on the first read, under its deadline
+	}
 	c := newConn(s, nc, ip)
 	s.mu.Lock()
 	switch {
@@ -296,6 +315,10 @@ type Stats struct {
 	// New; SendfileBytes those of them copied from a segment file to a
 	// plaintext TCP connection, which Linux does with sendfile.
 	FetchedBytes, SendfileBytes int64
+	// SASLFailed counts the SASL handshakes and authentications refused;
+	// AuthzRefused the requests the ACLs refused, wholly or for some of
+	// their topics; both since New.
+	SASLFailed, AuthzRefused int64
 }
 
 // Stats returns the listener's counters.
@@ -303,7 +326,8 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{Connections: len(s.conns), Refused: s.refused.Load(),
-		FetchedBytes: s.fetchedBytes.Load(), SendfileBytes: s.sendfileBytes.Load()}
+		FetchedBytes: s.fetchedBytes.Load(), SendfileBytes: s.sendfileBytes.Load(),
+		SASLFailed: s.saslFailed.Load(), AuthzRefused: s.authzRefused.Load()}
 }
 
 // Close stops the server. Order: stop accepting (the listeners close);

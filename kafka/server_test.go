@@ -114,7 +114,8 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 // Before authentication only ApiVersions is served, and frames are held to
 // the smaller limit.
 func TestRequireAuth(t *testing.T) {
-	_, addr := startServer(t, &fakeBackend{}, Options{RequireAuth: true, Limits: Limits{MaxRequestBytesBeforeAuth: 1024}})
+	_, addr := startServer(t, &fakeBackend{}, Options{RequireAuth: true, Mechanisms: Mechanisms, Authenticator: &fakeAuth{},
+		Limits: Limits{MaxRequestBytesBeforeAuth: 1024}})
 	c := dial(t, addr)
 	if resp := c.roundTrip(apiVersionsV3()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 		t.Fatal(resp.ErrorCode)

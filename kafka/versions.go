@@ -50,6 +50,10 @@ type servedAPI struct {
 //     (alterconfigs.go). CreatePartitions v0-v3 grows topics
 //     (createpartitions.go).
 //   - DescribeCluster v0-v2.
+//   - SaslHandshake v0-v1 and SaslAuthenticate v0-v2, every version
+//     (sasl.go): served before authentication, with the ApiVersions.
+//   - DescribeUserScramCredentials and AlterUserScramCredentials v0, the
+//     only versions (scramadmin.go).
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
 //     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
@@ -70,6 +74,7 @@ var served = []servedAPI{
 	{key: kmsg.SyncGroup, min: 0, max: 5, handle: (*Server).handleSyncGroup},
 	{key: kmsg.DescribeGroups, min: 0, max: 6, handle: (*Server).handleDescribeGroups},
 	{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Server).handleListGroups},
+	{key: kmsg.SASLHandshake, min: 0, max: 1, handle: (*Server).handleSASLHandshake, beforeAuth: true},
 	{key: kmsg.ApiVersions, min: 0, max: 4, beforeAuth: true},
 	{key: kmsg.CreateTopics, min: 0, max: 7, handle: (*Server).handleCreateTopics},
 	{key: kmsg.DeleteTopics, min: 0, max: 6, handle: (*Server).handleDeleteTopics},
@@ -78,7 +83,10 @@ var served = []servedAPI{
 	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
 	{key: kmsg.AlterConfigs, min: 0, max: 2, handle: (*Server).handleAlterConfigs},
 	{key: kmsg.CreatePartitions, min: 0, max: 3, handle: (*Server).handleCreatePartitions},
+	{key: kmsg.SASLAuthenticate, min: 0, max: 2, handle: (*Server).handleSASLAuthenticate, beforeAuth: true},
 	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
+	{key: kmsg.DescribeUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleDescribeUserScramCredentials},
+	{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleAlterUserScramCredentials},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 }
 

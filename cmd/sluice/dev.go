@@ -120,7 +120,11 @@ Ctrl-C stops it.
 `, version, base, *nBrokers, *data, base, base, base, base, api.KeyPartition([]byte("user-1"), 3))
 	if *kafkaAddr != "" {
 		if authOpts.Required {
-			fmt.Printf("\nKafka clients: the brokers on %s serve only ApiVersions while authentication is required (no Kafka authentication is served yet).\n", kafkaBrokers(cl))
+			fmt.Printf(`
+Kafka clients on %s authenticate with SASL (SASL_PLAINTEXT): PLAIN with a token as the password
+(from sluice tokens create; the bootstrap token is the gateway's only), or SCRAM (sluice scram set)
+  kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=NAME -X sasl.password=TOKEN -L
+`, kafkaBrokers(cl), cl.Broker(1).KafkaAddr())
 		} else {
 			fmt.Printf(`
 Kafka clients on %s (metadata, produce, fetch, consumer groups):

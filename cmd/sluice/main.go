@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "push", summary: "create, list, describe, pause, resume, seek, rotate, test or delete push subscriptions (records POSTed to HTTP endpoints)", cli: pushCmd},
 		{name: "tokens", summary: "create, list or revoke API tokens (env SLUICE_TOKEN sends one with every command)", cli: tokensCmd},
 		{name: "acls", summary: "create, list or delete ACLs", cli: aclsCmd},
+		{name: "scram", summary: "set, list or delete SCRAM credentials of Kafka clients (SASL SCRAM-SHA-256/512)", cli: scramCmd},
 		{name: "quotas", summary: "list, set or delete client quotas (env SLUICE_CLIENT_ID sends a client id with every command)", cli: quotasCmd},
 		{name: "sink", summary: "write topics into Redis or an S3 archive exactly once, as a consumer group member (sink redis|s3)", run: runSink},
 		{name: "archive", summary: "check an S3 archive of a topic against the log: gaps, overlaps (archive verify)", run: runArchive},

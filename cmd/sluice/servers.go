@@ -113,6 +113,7 @@ func runBroker(ctx context.Context, args []string) error {
 	advertised := fs.String("advertised-addr", envOr("SLUICE_ADVERTISED_ADDR", ""), "address other nodes dial (env SLUICE_ADVERTISED_ADDR; default: the listen address)")
 	kafkaAddr := fs.String("kafka-addr", envOr("SLUICE_KAFKA_ADDR", ""), "serve Kafka's wire protocol on this address, host:port (env SLUICE_KAFKA_ADDR; default: none, no port opened)")
 	kafkaAdvertised := fs.String("kafka-advertised-addr", envOr("SLUICE_KAFKA_ADVERTISED_ADDR", ""), "host:port Kafka clients are told to dial (env SLUICE_KAFKA_ADVERTISED_ADDR; default: the --kafka-addr listen address)")
+	kafkaSec := addKafkaSecurityFlags(fs)
 	data := fs.String("data", envOr("SLUICE_DATA", "./data"), "data directory (env SLUICE_DATA)")
 	lag := fs.Duration("replica-lag-time-max", envDuration("SLUICE_REPLICA_LAG_TIME_MAX", 10*time.Second), "a follower not caught up for this long leaves the ISR (env SLUICE_REPLICA_LAG_TIME_MAX)")
 	brokerOffsetsParts := fs.Int("offsets-topic-partitions", envInt("SLUICE_OFFSETS_TOPIC_PARTITIONS", 50), "partitions of __consumer_offsets when a Kafka client's first group request makes this broker create it (env SLUICE_OFFSETS_TOPIC_PARTITIONS; as the gateways')")
@@ -192,7 +193,8 @@ func runBroker(ctx context.Context, args []string) error {
 		Auth:                    authOpts,
 		TLS:                     serverTLS,
 		PeerTLS:                 peerTLS,
-		Kafka:                   broker.KafkaOptions{Addr: *kafkaAddr, AdvertisedAddr: *kafkaAdvertised, Limits: limits.kafkaLimits()},
+		Kafka: broker.KafkaOptions{Addr: *kafkaAddr, AdvertisedAddr: *kafkaAdvertised, Limits: limits.kafkaLimits(),
+			SecurityProtocol: *kafkaSec.protocol, SASLMechanisms: kafkaSec.mechanisms()},
 	})
 	if err != nil {
 		return err
@@ -207,7 +209,7 @@ func runBroker(ctx context.Context, args []string) error {
 	logger.Info("broker up", "addr", b.Addr(), "data", *data, "zk", *zk.connect)
 	fmt.Printf("broker %d listening on %s\n", *id, b.Addr())
 	if k := b.KafkaAddr(); k != "" {
-		fmt.Printf("broker %d serving Kafka clients on %s\n", *id, k)
+		fmt.Printf("broker %d serving Kafka clients on %s (%s)\n", *id, k, b.KafkaSecurityProtocol())
 	}
 	<-ctx.Done()
 	if *drainTimeout > 0 {

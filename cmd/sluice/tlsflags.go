@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"strings"
 
 	"github.com/sluice-io/sluice/brokerapi"
 	"github.com/sluice-io/sluice/internal/tlsfiles"
@@ -78,4 +79,26 @@ func (f clusterTLSFlags) useOn(c *brokerapi.Client) error {
 	}
 	c.UseTLS(cfg)
 	return nil
+}
+
+// kafkaSecurityFlags are the Kafka listener's security flags of `sluice
+// broker`; its TLS certificate is --tls-cert's.
+type kafkaSecurityFlags struct{ protocol, sasl *string }
+
+func addKafkaSecurityFlags(fs *flag.FlagSet) kafkaSecurityFlags {
+	return kafkaSecurityFlags{
+		protocol: fs.String("kafka-security-protocol", envOr("SLUICE_KAFKA_SECURITY_PROTOCOL", ""), "the Kafka listener's: PLAINTEXT, SSL (with --tls-cert's certificate), SASL_PLAINTEXT or SASL_SSL (env SLUICE_KAFKA_SECURITY_PROTOCOL; default: SSL with --tls-cert, else PLAINTEXT, and the SASL one with --auth required, which refuses the others)"),
+		sasl:     fs.String("kafka-sasl-mechanisms", envOr("SLUICE_KAFKA_SASL_MECHANISMS", ""), "comma-separated SASL mechanisms of a SASL Kafka listener, of PLAIN (the password is a Sluice token), SCRAM-SHA-256 and SCRAM-SHA-512 (env SLUICE_KAFKA_SASL_MECHANISMS; default: all three)"),
+	}
+}
+
+// mechanisms is --kafka-sasl-mechanisms as a list (nil: the default).
+func (f kafkaSecurityFlags) mechanisms() []string {
+	var out []string
+	for _, m := range strings.Split(*f.sasl, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, strings.ToUpper(m))
+		}
+	}
+	return out
 }

@@ -147,6 +147,20 @@ func (c *Files) ServerConfig() *tls.Config {
 	}
 }
 
+// KafkaServerConfig is the Kafka listener's TLS config: the listener's
+// certificate of the moment, TLS 1.2 at least, and no client certificate
+// asked for (Kafka clients authenticate with SASL; the client CAs are for
+// the cluster's nodes).
+func (c *Files) KafkaServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cert, _ := c.current()
+			return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}, nil
+		},
+	}
+}
+
 // ClientOptions configure calls to the cluster's TLS listeners.
 type ClientOptions struct {
 	// CAFile is a PEM bundle of the CAs that sign the servers'
