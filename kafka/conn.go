@@ -31,8 +31,14 @@ type conn struct {
 	// (at once when the server requires no authentication). Only the
 	// connection's goroutine touches it.
 	authenticated bool
-	clientID      string // the last request's, for logs
-	rbuf, wbuf    []byte
+	clientID      string // the last request's, for logs and quotas
+	// principal is who the connection authenticated as ("" before, and
+	// without authentication: the anonymous principal), for quotas.
+	principal  string
+	rbuf, wbuf []byte
+	// closing is closed when the server closes the connection, which ends
+	// a throttle's mute early.
+	closing chan struct{}
 
 	mu       sync.Mutex // guards busy and draining; a leaf, taken under Server.mu by Close
 	busy     bool       // a request is being read, handled or answered
@@ -40,7 +46,8 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, ip string) *conn {
-	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth}
+	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth,
+		closing: make(chan struct{})}
 }
 
 // closeIfIdle marks the connection draining and closes it now when it is
@@ -48,6 +55,9 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.draining {
+		close(c.closing)
+	}
 	c.draining = true
 	if !c.busy {
 		c.nc.Close()
@@ -74,8 +84,9 @@ var errAcks0Failed = errors.New("an acks=0 produce failed")
 // error ends it, or the server closes. The caller closes nc.
 func (c *conn) serve(ctx context.Context) {
 	lim := c.s.lim
+	var mute time.Duration // the last answer's throttle: read nothing for so long
 	for {
-		if !c.setBusy(false) {
+		if !c.setBusy(false) || !c.pause(mute) {
 			return
 		}
 		limit := lim.MaxRequestBytes
@@ -102,13 +113,21 @@ func (c *conn) serve(ctx context.Context) {
 			c.ended("reading a request", err)
 			return
 		}
-		h, resp, err := c.handle(ctx, frame)
+		h, resp, throttle, err := c.handle(ctx, frame)
 		if err != nil {
 			c.ended(fmt.Sprintf("%s v%d (correlation id %d)", kmsg.NameForKey(h.key), h.version, h.correlationID), err)
 			return
 		}
+		mute = throttle
 		if resp == nil {
 			continue // acks=0: no answer
+		}
+		if !throttledAfter(resp) {
+			// An older client does not wait itself: hold the answer back.
+			if !c.pause(throttle) {
+				return
+			}
+			mute = 0
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
 		var out []byte
@@ -133,32 +152,35 @@ func (c *conn) serve(ctx context.Context) {
 // handle decodes one request frame and answers it. An error means the
 // connection must close: the request could not be read, is not served at
 // its version, or is not allowed before authentication.
-func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Response, error) {
+func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Response, time.Duration, error) {
 	h, body, err := parseHeader(frame, isFlexible)
 	if err != nil {
-		return h, nil, err
+		return h, nil, 0, err
 	}
 	c.clientID = h.clientID
 	if h.key == kmsg.ApiVersions.Int16() {
 		resp, err := answerApiVersions(h, body)
-		return h, resp, err
+		return h, resp, 0, err
 	}
 	a, ok := lookupAPI(h.key)
 	switch {
 	case !ok:
-		return h, nil, fmt.Errorf("API key %d (%s) is not served", h.key, kmsg.NameForKey(h.key))
+		return h, nil, 0, fmt.Errorf("API key %d (%s) is not served", h.key, kmsg.NameForKey(h.key))
 	case !c.authenticated && !a.beforeAuth:
-		return h, nil, errors.New("not served before the connection authenticates")
+		return h, nil, 0, errors.New("not served before the connection authenticates")
 	case h.version < a.min || h.version > a.max:
-		return h, nil, fmt.Errorf("version %d is not served (v%d to v%d are)", h.version, a.min, a.max)
+		return h, nil, 0, fmt.Errorf("version %d is not served (v%d to v%d are)", h.version, a.min, a.max)
 	}
 	req := a.key.Request()
 	req.SetVersion(h.version)
 	if err := req.ReadFrom(body); err != nil {
-		return h, nil, fmt.Errorf("malformed request: %w", err)
+		return h, nil, 0, fmt.Errorf("malformed request: %w", err)
 	}
 	resp, err := a.handle(c.s, ctx, c, req)
-	return h, resp, err
+	if err != nil && !errors.Is(err, errAcks0Failed) {
+		return h, resp, 0, err
+	}
+	return h, resp, c.throttle(h.key, req, resp), err
 }
 
 // ended logs why a connection ends: at debug level when the client left
