@@ -48,6 +48,8 @@ type servedAPI struct {
 //     kmsg knows; the topic configs are the HTTP API's. AlterConfigs (the
 //     non-incremental one, which replaces every config) is not served.
 //   - DescribeCluster v0-v2.
+//   - ConsumerGroupHeartbeat v0-v1 (KIP-848; consumergroupheartbeat.go):
+//     franz-go uses the consumer protocol only when v1 is listed.
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
 //     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
@@ -76,6 +78,7 @@ var served = []servedAPI{
 	{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs},
 	{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
+	{key: kmsg.ConsumerGroupHeartbeat, min: 0, max: 1, handle: (*Server).handleConsumerGroupHeartbeat},
 }
 
 // lookupAPI returns the served entry of key.
