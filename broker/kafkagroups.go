@@ -143,6 +143,9 @@ func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (kafka.Gr
 			if c := m.Classic; c != nil {
 				md.ClientID, md.ClientHost, md.Protocol, md.Version = c.ClientID, c.ClientHost, c.Protocol, c.Version
 			}
+			if c := m.Consumer; c != nil {
+				md.ClientID, md.ClientHost = c.ClientID, c.ClientHost
+			}
 			d.Members = append(d.Members, md)
 		}
 		return nil

@@ -163,3 +163,20 @@ func TestAuthzCreatePartitionsAndAlterConfigs(t *testing.T) {
 		t.Fatalf("alter configs without ALTER_CONFIGS: %+v", resp.Resources)
 	}
 }
+
+// A KIP-848 heartbeat to a group the principal may not READ is refused
+// before the coordinator sees it.
+func TestAuthzConsumerGroupHeartbeat(t *testing.T) {
+	f := newFakeAuth(t)
+	f.allow = func(string, auth.Operation, auth.ResourceType, string) bool { return false }
+	_, addr := startServer(t, &fakeBackend{}, saslOptions(f))
+	c := dial(t, addr)
+	c.authenticate()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "billing", 0, 30000
+	req.SubscribedTopicNames = []string{"orders"}
+	resp := c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if resp.ErrorCode != kerr.GroupAuthorizationFailed.Code || resp.MemberEpoch != -1 {
+		t.Fatalf("heartbeat without READ: %v epoch %d", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch)
+	}
+}

@@ -33,6 +33,13 @@ func (c *conn) authorizeGroups(kreq kmsg.Request) (kmsg.Response, func(kmsg.Resp
 			resp.ErrorCode = groupRefused
 			return resp, nil
 		}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if !c.allowedGroup(auth.OpRead, req.Group) {
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			resp.ErrorCode, resp.MemberEpoch = groupRefused, -1
+			resp.ErrorMessage = kmsg.StringPtr("not authorized to read the group")
+			return resp, nil
+		}
 	case *kmsg.OffsetCommitRequest:
 		return c.authorizeCommit(req)
 	case *kmsg.OffsetFetchRequest:

@@ -38,8 +38,11 @@ type conn struct {
 	// closeAfterAnswer ends the connection once the answer under way is
 	// written (a refused SASL step).
 	closeAfterAnswer bool
-	clientID         string // the last request's, for logs
+	clientID         string // the last request's, for logs and quotas
 	rbuf, wbuf       []byte
+	// closing is closed when the server closes the connection, which ends
+	// a throttle's mute early.
+	closing chan struct{}
 
 	mu       sync.Mutex // guards busy and draining; a leaf, taken under Server.mu by Close
 	busy     bool       // a request is being read, handled or answered
@@ -47,7 +50,8 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, ip string) *conn {
-	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth, principal: auth.Anonymous}
+	return &conn{s: s, nc: nc, ip: ip, br: bufio.NewReaderSize(nc, 16<<10), authenticated: !s.opts.RequireAuth,
+		principal: auth.Anonymous, closing: make(chan struct{})}
 }
 
 // closeIfIdle marks the connection draining and closes it now when it is
@@ -55,6 +59,9 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.draining {
+		close(c.closing)
+	}
 	c.draining = true
 	if !c.busy {
 		c.nc.Close()
@@ -81,8 +88,9 @@ var errAcks0Failed = errors.New("an acks=0 produce failed")
 // error ends it, or the server closes. The caller closes nc.
 func (c *conn) serve(ctx context.Context) {
 	lim := c.s.lim
+	var mute time.Duration // the last answer's throttle: read nothing for so long
 	for {
-		if !c.setBusy(false) {
+		if !c.setBusy(false) || !c.pause(mute) {
 			return
 		}
 		limit := lim.MaxRequestBytes
@@ -116,13 +124,21 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			continue
 		}
-		h, resp, err := c.handle(ctx, frame)
+		h, resp, throttle, err := c.handle(ctx, frame)
 		if err != nil {
 			c.ended(fmt.Sprintf("%s v%d (correlation id %d)", kmsg.NameForKey(h.key), h.version, h.correlationID), err)
 			return
 		}
+		mute = throttle
 		if resp == nil {
 			continue // acks=0: no answer
+		}
+		if !throttledAfter(resp) {
+			// An older client does not wait itself: hold the answer back.
+			if !c.pause(throttle) {
+				return
+			}
+			mute = 0
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
 		var out []byte
@@ -151,29 +167,29 @@ func (c *conn) serve(ctx context.Context) {
 // handle decodes one request frame and answers it. An error means the
 // connection must close: the request could not be read, is not served at
 // its version, or is not allowed before authentication.
-func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Response, error) {
+func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Response, time.Duration, error) {
 	h, body, err := parseHeader(frame, isFlexible)
 	if err != nil {
-		return h, nil, err
+		return h, nil, 0, err
 	}
 	c.clientID = h.clientID
 	if h.key == kmsg.ApiVersions.Int16() {
 		resp, err := answerApiVersions(h, body)
-		return h, resp, err
+		return h, resp, 0, err
 	}
 	a, ok := lookupAPI(h.key)
 	switch {
 	case !ok:
-		return h, nil, fmt.Errorf("API key %d (%s) is not served", h.key, kmsg.NameForKey(h.key))
+		return h, nil, 0, fmt.Errorf("API key %d (%s) is not served", h.key, kmsg.NameForKey(h.key))
 	case !c.authenticated && !a.beforeAuth:
-		return h, nil, errors.New("not served before the connection authenticates")
+		return h, nil, 0, errors.New("not served before the connection authenticates")
 	case h.version < a.min || h.version > a.max:
-		return h, nil, fmt.Errorf("version %d is not served (v%d to v%d are)", h.version, a.min, a.max)
+		return h, nil, 0, fmt.Errorf("version %d is not served (v%d to v%d are)", h.version, a.min, a.max)
 	}
 	req := a.key.Request()
 	req.SetVersion(h.version)
 	if err := req.ReadFrom(body); err != nil {
-		return h, nil, fmt.Errorf("malformed request: %w", err)
+		return h, nil, 0, fmt.Errorf("malformed request: %w", err)
 	}
 	// authz.go: a request refused as a whole is answered here; one refused
 	// for some of its topics is handled without them, and merge adds them
@@ -183,13 +199,16 @@ func (c *conn) handle(ctx context.Context, frame []byte) (requestHeader, kmsg.Re
 	}
 	refusal, merge := c.authorize(req)
 	if refusal != nil {
-		return h, refusal, nil
+		return h, refusal, c.throttle(h.key, req, refusal), nil
 	}
 	resp, err := a.handle(c.s, ctx, c, req)
 	if err == nil && merge != nil {
 		resp = merge(resp)
 	}
-	return h, resp, err
+	if err != nil && !errors.Is(err, errAcks0Failed) {
+		return h, resp, 0, err
+	}
+	return h, resp, c.throttle(h.key, req, resp), err
 }
 
 // ended logs why a connection ends: at debug level when the client left

@@ -54,6 +54,8 @@ type servedAPI struct {
 //     (sasl.go): served before authentication, with the ApiVersions.
 //   - DescribeUserScramCredentials and AlterUserScramCredentials v0, the
 //     only versions (scramadmin.go).
+//   - ConsumerGroupHeartbeat v0-v1 (KIP-848; consumergroupheartbeat.go):
+//     franz-go uses the consumer protocol only when v1 is listed.
 //   - The classic group APIs from v0 (librdkafka 2.0.2 turns groups off
 //     unless FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup
 //     v0, OffsetCommit v2 and OffsetFetch v1 are listed) to what franz-go
@@ -88,6 +90,7 @@ var served = []servedAPI{
 	{key: kmsg.DescribeUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleDescribeUserScramCredentials},
 	{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleAlterUserScramCredentials},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
+	{key: kmsg.ConsumerGroupHeartbeat, min: 0, max: 1, handle: (*Server).handleConsumerGroupHeartbeat},
 }
 
 // lookupAPI returns the served entry of key.

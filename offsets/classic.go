@@ -110,8 +110,8 @@ func (s *State) JoinClassic(group, id string, p ClassicJoinParams, meta Metadata
 	m := next.Members[id]
 	retargetNeeded := false
 	switch {
-	case m != nil && m.Kind != api.MemberKindKafka:
-		return nil, api.Errorf(api.CodeUnknownMemberID, "member %q of group %q is a %s member, not a Kafka one", id, group, m.Kind)
+	case m != nil && (m.Kind != api.MemberKindKafka || m.Consumer != nil):
+		return nil, api.Errorf(api.CodeUnknownMemberID, "member %q of group %q is a %s member, not a classic Kafka one", id, group, m.Kind)
 	case m != nil && p.InstanceID != "" && m.InstanceID != p.InstanceID:
 		return nil, api.Errorf(api.CodeFencedInstanceID, "member %q of group %q has instance id %q, not %q", id, group, m.InstanceID, p.InstanceID)
 	case m != nil:
@@ -234,8 +234,8 @@ func (s *State) classicMember(group, id, instance string, generation int32) (*Gr
 		return nil, nil, err
 	}
 	switch {
-	case m.Kind != api.MemberKindKafka:
-		return nil, nil, api.Errorf(api.CodeUnknownMemberID, "member %q of group %q is a %s member, not a Kafka one", id, group, m.Kind)
+	case m.Kind != api.MemberKindKafka || m.Consumer != nil:
+		return nil, nil, api.Errorf(api.CodeUnknownMemberID, "member %q of group %q is a %s member, not a classic Kafka one", id, group, m.Kind)
 	case instance != "" && m.InstanceID != instance:
 		return nil, nil, api.Errorf(api.CodeFencedInstanceID, "member %q of group %q has instance id %q, not %q", id, group, m.InstanceID, instance)
 	case generation != -1 && generation != m.Epoch:
@@ -346,6 +346,15 @@ func (s *State) CommitClassic(group, id, instance string, generation int32, offs
 		if err := s.checkNewGroup(group); err != nil {
 			return nil, nil, err
 		}
+	} else if _, cm, cerr := s.consumerMember(group, id); cerr == nil {
+		// A consumer-protocol member commits at its member epoch, or an
+		// older one it held the partition at (Kafka's KIP-1251), so a
+		// commit racing a heartbeat that bumped the epoch still counts.
+		m = cm
+		m.LastSeen = now
+		if generation > m.Epoch {
+			return nil, nil, api.Errorf(api.CodeFencedMemberEpoch, "member %q of group %q is at epoch %d, not %d", id, group, m.Epoch, generation)
+		}
 	} else {
 		if _, m, err = s.classicMember(group, id, instance, generation); err != nil {
 			return nil, nil, err
@@ -363,6 +372,9 @@ func (s *State) CommitClassic(group, id, instance string, generation int32, offs
 			continue
 		case m != nil && m.grant(o.TopicPartition) < 0:
 			errs[i] = api.Errorf(api.CodeIllegalGeneration, "member %q does not own %s/%d at generation %d", id, o.Topic, o.Partition, generation)
+			continue
+		case m != nil && m.Consumer != nil && generation < m.grant(o.TopicPartition):
+			errs[i] = api.Errorf(api.CodeFencedMemberEpoch, "member %q holds %s/%d since epoch %d, after %d", id, o.Topic, o.Partition, m.grant(o.TopicPartition), generation)
 			continue
 		}
 		ov := OffsetValue{Offset: o.Offset, CommitMs: now.UnixMilli(), Metadata: o.Metadata}

@@ -68,6 +68,10 @@ func (g *Group) clone() *Group {
 			c := *mv.Classic
 			mv.Classic = &c
 		}
+		if mv.Consumer != nil {
+			c := *mv.Consumer
+			mv.Consumer = &c
+		}
 		c.Members[id] = &Member{MemberValue: mv, LastSeen: m.LastSeen}
 	}
 	return c

@@ -100,6 +100,9 @@ type MemberValue struct {
 	// Classic is set for a Kafka client's member (Kind "kafka"): what its
 	// JoinGroup said about its protocol and timeouts.
 	Classic *ClassicMember `json:"classic,omitempty"`
+	// Consumer is set for a Kafka client's member of the consumer group
+	// protocol (KIP-848; Kind "kafka" too).
+	Consumer *ConsumerMember `json:"consumer,omitempty"`
 }
 
 // ClassicMember is what a Kafka member of the classic group protocol
