@@ -18,8 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluice-io/sluice/api"
 )
 
 // The endpoint that `sluice bench push` pushes to runs in a process of its
@@ -219,21 +217,25 @@ func fromUnixNano(ns int64) time.Time {
 }
 
 // countTarget counts a throughput round's records: from the sluice-*
-// headers of one-record requests, from the JSON array of a batch.
+// headers of one-record requests, from the JSON array of a batch (read by
+// scanBatch, which decodes only the members counted).
 type countTarget struct {
 	set     *offsetSet
 	batched bool
+	recs    sync.Pool // *[]pushedRecord, one per batch being counted
 }
 
 func (t *countTarget) receive(now time.Time, h http.Header, body []byte) error {
 	if t.batched {
-		var recs []api.GroupRecord
-		if err := json.Unmarshal(body, &recs); err != nil {
-			return err
+		buf, _ := t.recs.Get().(*[]pushedRecord)
+		if buf == nil {
+			buf = new([]pushedRecord)
 		}
-		pr := make([]pushedRecord, len(recs))
-		for i, r := range recs {
-			pr[i] = pushedRecord{partition: r.Partition, offset: r.Offset, bytes: len(r.Value)}
+		defer t.recs.Put(buf)
+		pr, err := scanBatch((*buf)[:0], body)
+		*buf = pr
+		if err != nil {
+			return err
 		}
 		return t.set.add(now, pr)
 	}
