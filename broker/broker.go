@@ -281,8 +281,11 @@ type Broker struct {
 	// shuttingDown is set by Drain and never cleared: the registration
 	// carries it, re-created or not, until the process stops.
 	shuttingDown atomic.Bool
-	runCtx       context.Context // ends when Close begins
-	cancel       context.CancelFunc
+	// handover runs closeForHandover once, before the mark is written;
+	// concurrent Drains wait for it.
+	handover sync.Once
+	runCtx   context.Context // ends when Close begins
+	cancel   context.CancelFunc
 
 	goroutines gogroup.Group // what goFunc started; Close waits for it, after which goFunc starts nothing
 

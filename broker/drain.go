@@ -14,8 +14,9 @@ import (
 	"github.com/sluice-io/sluice/coord"
 )
 
-// Controlled shutdown. Before a broker stops, it marks its registration
-// shutting down; the controller (decideLeader) then moves each leadership it
+// Controlled shutdown. Before a broker stops, it closes the leaderships it
+// will hand over to new writes and lets what is in flight commit
+// (handover.go), then marks its registration shutting down; the controller (decideLeader) then moves each leadership it
 // holds to another live ISR member with a new epoch and gives it no new one,
 // while it stays in the ISRs and keeps following. Drain waits until nothing
 // it leads can move any more, so that its exit costs no partition an
@@ -34,6 +35,12 @@ func (b *Broker) Drain(ctx context.Context) (held int, err error) {
 	if b.shuttingDown.CompareAndSwap(false, true) {
 		b.log.Info("controlled shutdown: handing leaderships to other replicas")
 	}
+	b.handover.Do(func() {
+		start := time.Now()
+		closed, pending := b.closeForHandover(ctx, b.view.Current())
+		b.log.Info("controlled shutdown: leaderships closed to new writes", "partitions", closed,
+			"uncommitted", pending, "took", time.Since(start).Round(time.Millisecond))
+	})
 	if err := b.markShuttingDown(ctx); err != nil {
 		return b.leaderships(b.view.Current()), err
 	}
@@ -106,14 +113,8 @@ func (b *Broker) movableLeaderships(md *cluster.Metadata) int {
 	n := 0
 	for _, tm := range md.Topics {
 		for _, st := range tm.States {
-			if st.Leader != b.opts.ID {
-				continue
-			}
-			for _, id := range st.ISR {
-				if reg, ok := md.Brokers[id]; ok && id != b.opts.ID && !reg.ShuttingDown {
-					n++
-					break
-				}
+			if movable(md, b.opts.ID, st) {
+				n++
 			}
 		}
 	}

@@ -99,11 +99,12 @@ type Partition struct {
 	progress     *replica.Progress // non-nil while leading
 	epochStart   int64             // log end when this leadership began
 	following    int32             // the leader whose stream carries this replica (-1: none)
+	handingOver  int32             // leader epoch closed to writes for a controlled shutdown (-1: none; handover.go)
 }
 
 func newPartition(topic, topicID string, id int32, log *commitlog.Log, cfg api.TopicConfig, replicas []int32, deps *partitionDeps) *Partition {
 	p := &Partition{Topic: topic, topicID: topicID, ID: id, log: log, deps: deps, replicas: replicas,
-		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1, following: -1}
+		state: api.PartitionState{Leader: -1, LeaderEpoch: -1}, stateVersion: -1, resignedAt: -1, following: -1, handingOver: -1}
 	p.cfg.Store(&cfg)
 	return p
 }
@@ -338,6 +339,9 @@ func (p *Partition) appendAsLeader(batches []byte, acks Acks, requestedEpoch int
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	if err := p.checkEpochLocked(requestedEpoch); err != nil {
+		return brokerapi.ProduceResult{}, 0, err
+	}
+	if err := p.handingOverLocked(); err != nil {
 		return brokerapi.ProduceResult{}, 0, err
 	}
 	epoch := p.state.LeaderEpoch

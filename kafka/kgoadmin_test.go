@@ -209,8 +209,16 @@ func TestKafkaOnlyClusterCreatesTheOffsetsTopic(t *testing.T) {
 		}
 		return nil
 	})
-	top, err := hc.GetTopic(ctx, api.OffsetsTopic)
-	if err != nil || len(top.Partitions) != 4 {
-		t.Fatalf("%s after FindCoordinator: %+v, %v", api.OffsetsTopic, top, err)
-	}
+	// The gateway learns of the topic from the cluster's metadata, which
+	// reaches it after the coordinator answered.
+	testwait.Check(t, 30*time.Second, api.OffsetsTopic+" with 4 partitions through the gateway", func() error {
+		top, err := hc.GetTopic(ctx, api.OffsetsTopic)
+		if err != nil {
+			return err
+		}
+		if len(top.Partitions) != 4 {
+			return fmt.Errorf("%d partitions", len(top.Partitions))
+		}
+		return nil
+	})
 }
