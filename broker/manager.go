@@ -139,12 +139,15 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 	m.reconcileMu.Lock()
 	defer m.reconcileMu.Unlock()
 	want := map[topicPartition]bool{}
+	cfgs := make(map[string]api.TopicConfig, len(md.Topics))
+	var opens []replicaToOpen
 	for name, t := range md.Topics {
 		cfg, err := api.ParseTopicConfig(t.Record.Configs, len(firstOr(t.Record.Replicas)))
 		if err != nil {
 			m.log.Error("topic has an invalid config; not opening it", "topic", name, "err", err)
 			continue
 		}
+		cfgs[name] = cfg
 		for i, replicas := range t.Record.Replicas {
 			if !isReplica(replicas, m.self) {
 				continue
@@ -155,23 +158,26 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 			p := m.parts[tp]
 			m.mu.RUnlock()
 			if p == nil {
-				p, err = m.open(tp, t.Record.ID, cfg, replicas)
-				m.mu.Lock()
-				if err != nil {
-					if m.openErrs[tp] == nil {
-						m.log.Error("cannot open partition", "partition", partitionDir(name, int32(i)), "err", err)
-						m.deps.logFailed()
-					}
-					m.openErrs[tp] = err
-					m.mu.Unlock()
-					continue
-				}
-				delete(m.openErrs, tp)
-				// Under mu, so a fenceAll either sees the partition or has
-				// already moved the generation it starts from.
-				p.fenceGen = m.fenceGen
-				m.parts[tp] = p
-				m.mu.Unlock()
+				opens = append(opens, replicaToOpen{tp: tp, topicID: t.Record.ID, cfg: cfg, replicas: replicas})
+			}
+		}
+	}
+	m.openAll(opens)
+	for name, t := range md.Topics {
+		cfg, ok := cfgs[name]
+		if !ok {
+			continue
+		}
+		for i := range t.Record.Replicas {
+			tp := topicPartition{name, int32(i)}
+			if !want[tp] {
+				continue
+			}
+			m.mu.RLock()
+			p := m.parts[tp]
+			m.mu.RUnlock()
+			if p == nil {
+				continue // it could not be opened (openErrs)
 			}
 			if *p.config() != cfg {
 				if err := p.setConfig(cfg); err != nil {
@@ -206,6 +212,61 @@ func (m *manager) reconcile(md *cluster.Metadata, gen uint64) {
 			m.log.Error("deleting partition", "partition", p.String(), "err", err)
 		}
 	}
+}
+
+// replicaToOpen is a replica assigned here that has no open log yet.
+type replicaToOpen struct {
+	tp       topicPartition
+	topicID  string
+	cfg      api.TopicConfig
+	replicas []int32
+}
+
+// openWorkers is how many new replicas openAll opens at once.
+const openWorkers = 16
+
+// openAll opens the logs of new replicas, openWorkers at a time, and adds
+// them to the map; a failure is kept in openErrs (and reported once). Each
+// open creates files and syncs them and their directory: one after
+// another, a broker took seconds over the replicas of a wide topic, which
+// the create request waits for.
+func (m *manager) openAll(opens []replicaToOpen) {
+	var wg sync.WaitGroup
+	next := make(chan replicaToOpen)
+	for range min(openWorkers, len(opens)) {
+		wg.Add(1)
+		go func() { // owned by openAll, which waits for it
+			defer wg.Done()
+			for o := range next {
+				m.openOne(o)
+			}
+		}()
+	}
+	for _, o := range opens {
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+}
+
+// openOne opens one new replica's log and adds it to the map.
+func (m *manager) openOne(o replicaToOpen) {
+	p, err := m.open(o.tp, o.topicID, o.cfg, o.replicas)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		if m.openErrs[o.tp] == nil {
+			m.log.Error("cannot open partition", "partition", partitionDir(o.tp.topic, o.tp.id), "err", err)
+			m.deps.logFailed()
+		}
+		m.openErrs[o.tp] = err
+		return
+	}
+	delete(m.openErrs, o.tp)
+	// Under mu, so a fenceAll either sees the partition or has
+	// already moved the generation it starts from.
+	p.fenceGen = m.fenceGen
+	m.parts[o.tp] = p
 }
 
 // logOptions is the part of a topic config a partition's log takes.
