@@ -16,9 +16,10 @@ import (
 
 // Controlled shutdown. Before a broker stops, it closes the leaderships it
 // will hand over to new writes and lets what is in flight commit
-// (handover.go), then marks its registration shutting down; the controller (decideLeader) then moves each leadership it
-// holds to another live ISR member with a new epoch and gives it no new one,
-// while it stays in the ISRs and keeps following. Drain waits until nothing
+// (handover.go), then marks its registration shutting down; the controller
+// (decideLeader) then moves each leadership it holds to another live ISR
+// member with a new epoch and gives it no new one, while it stays in the
+// ISRs and keeps following. Drain waits until nothing
 // it leads can move any more, so that its exit costs no partition an
 // election round: producers and consumers are already routed elsewhere when
 // its session ends. The mark lasts until the process stops.
