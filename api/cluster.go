@@ -15,6 +15,12 @@ type BrokerRegistration struct {
 	// replicas before it stops (a controlled shutdown): the controller moves
 	// them away and elects no new leader on it, while it stays in the ISRs.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
+	// Stopping is set once a controlled shutdown has handed over every
+	// leadership that could move: the broker is about to stop following,
+	// so the controller drops it from each ISR that keeps another live
+	// member (acks=all writes do not wait for a replica on its way out),
+	// and the leaders do not take it back.
+	Stopping bool `json:"stopping,omitempty"`
 	// FailedLogs are the replicas on this broker whose log a disk error made
 	// read-only (or that could not be opened): the controller takes their
 	// leaderships away and drops them from the ISRs at once, without

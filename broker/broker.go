@@ -281,6 +281,9 @@ type Broker struct {
 	// shuttingDown is set by Drain and never cleared: the registration
 	// carries it, re-created or not, until the process stops.
 	shuttingDown atomic.Bool
+	// stopping is set by Drain once every leadership that could move has
+	// moved, and never cleared; the registration carries it too.
+	stopping atomic.Bool
 	// handover runs closeForHandover once, before the mark is written;
 	// concurrent Drains wait for it.
 	handover sync.Once
@@ -380,7 +383,7 @@ func New(opts Options) (*Broker, error) {
 		inSyncable: func(id int32, topic string, partition int32) bool {
 			reg, ok := b.view.Current().Brokers[id]
 			_, failed := reg.FailedLog(topic, partition)
-			return ok && !failed
+			return ok && !failed && !reg.Stopping
 		},
 		resign:     b.resign,
 		recovering: b.recovering,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -42,41 +43,88 @@ func (b *Broker) Drain(ctx context.Context) (held int, err error) {
 		b.log.Info("controlled shutdown: leaderships closed to new writes", "partitions", closed,
 			"uncommitted", pending, "took", time.Since(start).Round(time.Millisecond))
 	})
-	if err := b.markShuttingDown(ctx); err != nil {
+	if err := b.markRegistration(ctx, func(r api.BrokerRegistration) bool { return r.ShuttingDown }); err != nil {
 		return b.leaderships(b.view.Current()), err
 	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for {
-		md := b.view.Current()
-		if movable := b.movableLeaderships(md); movable == 0 {
-			return b.leaderships(md), nil
-		}
+	for b.movableLeaderships(b.view.Current()) > 0 {
 		select {
 		case <-ctx.Done():
 			return b.leaderships(b.view.Current()), ctx.Err()
 		case <-t.C:
 		}
 	}
+	b.leaveISRs(ctx)
+	return b.leaderships(b.view.Current()), nil
+}
+
+// maxLeaveISRWait bounds how long a drain waits for the controller to drop
+// the broker from the ISRs once it is stopping.
+const maxLeaveISRWait = 5 * time.Second
+
+// leaveISRs marks the registration stopping, and waits until the View
+// shows the broker in no ISR the controller drops it from (one with a
+// leader other than this broker), at most maxLeaveISRWait or half of what
+// is left of ctx. A write of the old leadership that was waiting for this
+// broker's fetch commits on the rest of the ISR then, instead of waiting
+// until the process stops and its session ends.
+func (b *Broker) leaveISRs(ctx context.Context) {
+	if b.stopping.CompareAndSwap(false, true) {
+		b.log.Info("controlled shutdown: leaving the ISRs of the partitions it follows")
+	}
+	wait := maxLeaveISRWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := b.markRegistration(wctx, func(r api.BrokerRegistration) bool { return r.Stopping }); err != nil {
+		return
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for b.followedISRs(b.view.Current()) > 0 {
+		select {
+		case <-wctx.Done():
+			b.log.Warn("controlled shutdown: still in ISRs of partitions it follows", "partitions", b.followedISRs(b.view.Current()))
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// followedISRs counts the partitions with a live leader other than this
+// broker whose ISR lists it.
+func (b *Broker) followedISRs(md *cluster.Metadata) int {
+	n := 0
+	for _, tm := range md.Topics {
+		for _, st := range tm.States {
+			if st.Leader >= 0 && st.Leader != b.opts.ID && slices.Contains(st.ISR, b.opts.ID) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // registration is this broker's /brokers/ids/{id} data.
 func (b *Broker) registration() []byte {
 	return registrationJSON(api.BrokerRegistration{ID: b.opts.ID, Address: b.opts.AdvertisedAddr, KafkaAddress: b.kafka.addr,
-		ShuttingDown: b.shuttingDown.Load(), FailedLogs: b.failedLogs()})
+		ShuttingDown: b.shuttingDown.Load(), Stopping: b.stopping.Load(), FailedLogs: b.failedLogs()})
 }
 
-// markShuttingDown rewrites the registration with the shutting-down mark, at
-// the version read, while this session owns the node. When the node is
-// missing or another session's, the register loop creates it (with the mark,
-// since shuttingDown is set), so this waits for it.
-func (b *Broker) markShuttingDown(ctx context.Context) error {
+// markRegistration rewrites the registration (with the marks set now), at
+// the version read, while this session owns the node, until the node's
+// data satisfies done. When the node is missing or another session's, the
+// register loop creates it (with the marks), so this waits for it.
+func (b *Broker) markRegistration(ctx context.Context, done func(api.BrokerRegistration) bool) error {
 	path := cluster.BrokerPath(b.opts.ID)
 	for {
 		data, st, err := b.opts.Coord.Get(ctx, path)
 		if err == nil && st.EphemeralOwner == b.opts.Coord.SessionID() {
 			var reg api.BrokerRegistration
-			if json.Unmarshal(data, &reg) == nil && reg.ShuttingDown {
+			if json.Unmarshal(data, &reg) == nil && done(reg) {
 				return nil
 			}
 			_, err = b.opts.Coord.Set(ctx, path, b.registration(), st.Version)

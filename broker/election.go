@@ -175,10 +175,45 @@ type partitionKey struct {
 // that is not shutting down (new epoch), none is given to it, and it leads
 // only when no other ISR member is alive (it is better than offline).
 //
+// Once such a broker is stopping (it handed over what could move and is
+// about to stop following), it leaves every ISR but the one of a partition
+// it still leads (same epoch), so that acks=all writes do not wait for it;
+// a partition with no leader keeps its ISR, the members to wait for.
+//
 // A broker whose replica of the partition failed (its registration's
 // failed_logs) is left out of live by the caller (withoutFailed): for that
 // partition it is dead.
 func decideLeader(st api.PartitionState, replicas []int32, live map[int32]api.BrokerRegistration, unclean, preferred bool) (api.PartitionState, bool) {
+	next, change := electLeader(st, replicas, live, unclean, preferred)
+	if next.Leader < 0 {
+		return next, change
+	}
+	if isr := withoutStopping(next.ISR, next.Leader, live); len(isr) != len(next.ISR) {
+		next.ISR = isr
+		change = true
+	}
+	return next, change
+}
+
+// withoutStopping is isr without the brokers whose registration says they
+// are stopping (a controlled shutdown that handed over its leaderships),
+// but for leader, which the ISR always holds.
+func withoutStopping(isr []int32, leader int32, live map[int32]api.BrokerRegistration) []int32 {
+	if !slices.ContainsFunc(isr, func(id int32) bool { return id != leader && live[id].Stopping }) {
+		return isr
+	}
+	out := make([]int32, 0, len(isr))
+	for _, id := range isr {
+		if id == leader || !live[id].Stopping {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// electLeader is decideLeader's choice of a leader, before stopping
+// brokers leave the ISR.
+func electLeader(st api.PartitionState, replicas []int32, live map[int32]api.BrokerRegistration, unclean, preferred bool) (api.PartitionState, bool) {
 	alive := func(id int32) bool { _, ok := live[id]; return ok }
 	eligible := func(id int32) bool { reg, ok := live[id]; return ok && !reg.ShuttingDown }
 	var liveISR, eligibleISR []int32

@@ -22,6 +22,14 @@ func TestDecideLeader(t *testing.T) {
 		}
 		return m
 	}
+	// leaving marks brokers of a live set as stopping: their controlled
+	// shutdown handed over what could move.
+	leaving := func(m map[int32]api.BrokerRegistration, ids ...int32) map[int32]api.BrokerRegistration {
+		for _, id := range ids {
+			m[id] = api.BrokerRegistration{ID: id, ShuttingDown: true, Stopping: true}
+		}
+		return m
+	}
 	st := func(leader, epoch int32, isr ...int32) api.PartitionState {
 		return api.PartitionState{Leader: leader, LeaderEpoch: epoch, ISR: isr}
 	}
@@ -52,6 +60,12 @@ func TestDecideLeader(t *testing.T) {
 		{"dead leader: a shutting-down ISR member is passed over", st(1, 4, 1, 2, 3), stopping(live(2, 3), 2), false, false, st(3, 5, 2, 3), true},
 		{"dead leader: a shutting-down ISR member beats offline", st(1, 4, 1, 2), stopping(live(2, 3), 2), false, false, st(2, 5, 2), true},
 		{"preferred replica shutting down gets no leadership back", st(2, 6, 1, 2, 3), stopping(live(1, 2, 3), 1), false, true, st(2, 6, 1, 2, 3), false},
+		{"stopping follower leaves the ISR, same epoch", st(2, 5, 1, 2, 3), leaving(live(1, 2, 3), 1), false, false, st(2, 5, 2, 3), true},
+		{"stopping follower leaves even the ISR it would shrink to the leader", st(2, 5, 1, 2), leaving(live(1, 2, 3), 1), false, false, st(2, 5, 2), true},
+		{"stopping leader with no one to hand over to keeps leading, and its ISR", st(1, 4, 1), leaving(live(1, 2, 3), 1), false, false, st(1, 4, 1), false},
+		{"stopping leader hands over and leaves the ISR", st(1, 4, 1, 2, 3), leaving(live(1, 2, 3), 1), false, false, st(2, 5, 2, 3), true},
+		{"dead leader, a stopping ISR member: it leads rather than offline", st(1, 4, 1, 2), leaving(live(2, 3), 2), false, false, st(2, 5, 2), true},
+		{"two stopping followers both leave", st(3, 5, 1, 2, 3), leaving(live(1, 2, 3), 1, 2), false, false, st(3, 5, 3), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,6 +51,16 @@ func TestControlledShutdown(t *testing.T) {
 		t.Fatalf("after drain, b%d still leads %d partitions (led %d before)", x, n, before)
 	}
 	checkLed(t, c, parts, x)
+	// It handed everything over, so it has left the ISRs: the new leaders'
+	// acks=all writes do not wait for a replica about to stop.
+	if !reg.Stopping {
+		t.Errorf("after drain, b%d's registration is %+v; want it stopping", x, reg)
+	}
+	for _, p := range parts {
+		if st := zkState(c, p); slices.Contains(st.ISR, x) {
+			t.Errorf("after drain, p%d's ISR still lists b%d: %+v", p, x, st)
+		}
+	}
 	// Past a preferred-leader pass (every 10 s), it still leads nothing.
 	if _, status, ok := c.Poll(12*time.Second, func() (bool, string) {
 		n := zkLeaderships(c, x)
