@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -12,9 +13,8 @@ import (
 // The Kafka listener's consumer groups (kafka.Groups): the classic
 // protocol's operations run on the same groupCoordinator the internal
 // API's group routes use, so one group holds HTTP, WebSocket and Kafka
-// members. The Kafka listener serves no principals yet (with
-// --auth required it serves nothing but ApiVersions), so no ACL is
-// checked here.
+// members. The listener checks the ACLs (kafka/authzgroups.go) before a
+// request gets here.
 var _ kafka.Groups = kafkaBackend{}
 
 func (k kafkaBackend) JoinGroup(ctx context.Context, group string, j kafka.GroupJoin) (int32, error) {
@@ -137,9 +137,11 @@ func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (kafka.Gr
 		found = true
 		d.State = g.State()
 		desc, _ := st.Describe(group)
+		d.Epoch, d.Assignor = desc.GroupEpoch, desc.Assignor
 		for _, dm := range desc.Members {
 			m := g.Members[dm.MemberID]
-			md := kafka.GroupMemberDescription{MemberID: m.ID, InstanceID: m.InstanceID, Kind: m.Kind, Topics: m.Topics, Assignment: dm.Assignment}
+			md := kafka.GroupMemberDescription{MemberID: m.ID, InstanceID: m.InstanceID, Kind: m.Kind, Topics: m.Topics, Assignment: dm.Assignment,
+				Epoch: m.Epoch, Target: slices.Clone(m.Target), Consumer: m.Consumer != nil}
 			if c := m.Classic; c != nil {
 				md.ClientID, md.ClientHost, md.Protocol, md.Version = c.ClientID, c.ClientHost, c.Protocol, c.Version
 			}

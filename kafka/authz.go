@@ -21,9 +21,9 @@ import (
 //	DescribeConfigs                 DESCRIBE_CONFIGS topic; broker resources: DESCRIBE_CONFIGS cluster
 //	IncrementalAlterConfigs         ALTER_CONFIGS topic; broker resources: ALTER_CONFIGS cluster
 //	InitProducerId                  WRITE cluster, or WRITE on some topic (Kafka's IDEMPOTENT_WRITE)
-//	FindCoordinator, DescribeGroups DESCRIBE group
+//	FindCoordinator, DescribeGroups, ConsumerGroupDescribe DESCRIBE group
 //	ListGroups                      lists the groups the principal may DESCRIBE
-//	JoinGroup, SyncGroup, Heartbeat, LeaveGroup READ group
+//	JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat READ group
 //	OffsetCommit                    READ group and READ topic
 //	OffsetFetch                     DESCRIBE group; DESCRIBE topic (an "all topics" answer lists only those)
 //	DescribeCluster                 DESCRIBE cluster

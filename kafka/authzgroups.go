@@ -48,6 +48,8 @@ func (c *conn) authorizeGroups(kreq kmsg.Request) (kmsg.Response, func(kmsg.Resp
 		return c.authorizeFindCoordinator(req)
 	case *kmsg.DescribeGroupsRequest:
 		return nil, c.filterDescribeGroups
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return nil, c.filterConsumerGroupDescribe
 	case *kmsg.ListGroupsRequest:
 		return nil, c.filterListGroups
 	}
@@ -193,6 +195,22 @@ func (c *conn) filterDescribeGroups(r kmsg.Response) kmsg.Response {
 			name := g.Group
 			*g = kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.ErrorCode = name, groupRefused
+		}
+	}
+	return resp
+}
+
+// filterConsumerGroupDescribe: a group the principal may not DESCRIBE is
+// answered GROUP_AUTHORIZATION_FAILED with nothing else of it.
+func (c *conn) filterConsumerGroupDescribe(r kmsg.Response) kmsg.Response {
+	resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		if !c.allowedGroup(auth.OpDescribe, g.Group) {
+			name := g.Group
+			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = name, groupRefused
+			g.ErrorMessage = kmsg.StringPtr("not authorized to describe the group")
 		}
 	}
 	return resp

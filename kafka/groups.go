@@ -101,6 +101,11 @@ type CommittedOffset struct {
 type GroupDescription struct {
 	State   string // api.GroupEmpty, GroupStable or GroupRebalancing
 	Members []GroupMemberDescription
+	// Epoch is the group epoch: it bumps when membership, subscriptions
+	// or partition counts change, and the targets are computed at it.
+	Epoch int32
+	// Assignor is the server-side assignor that computes the targets.
+	Assignor string
 }
 
 // GroupMemberDescription is one member of any kind (Kafka, HTTP,
@@ -115,6 +120,14 @@ type GroupMemberDescription struct {
 	Assignment []api.TopicPartition
 	Protocol   string // a Kafka member's; "" for the others
 	Version    int16
+	// Epoch is the member's epoch (the group epoch its target was last
+	// given at).
+	Epoch int32
+	// Target is where the assignor wants the member to end up, sorted.
+	Target []api.TopicPartition
+	// Consumer is set for a member of the consumer group protocol
+	// (KIP-848); a Kafka member without it runs the classic one.
+	Consumer bool
 }
 
 // GroupListing is one group in ListGroups.

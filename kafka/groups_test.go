@@ -126,11 +126,12 @@ func (f *fakeGroups) DescribeGroup(_ context.Context, group string) (GroupDescri
 	if g == nil {
 		return GroupDescription{}, false, nil
 	}
-	d := GroupDescription{State: g.State()}
 	desc, _ := f.st.Describe(group)
+	d := GroupDescription{State: g.State(), Epoch: desc.GroupEpoch, Assignor: desc.Assignor}
 	for _, dm := range desc.Members {
 		m := g.Members[dm.MemberID]
-		md := GroupMemberDescription{MemberID: m.ID, Kind: m.Kind, Topics: m.Topics, Assignment: dm.Assignment}
+		md := GroupMemberDescription{MemberID: m.ID, Kind: m.Kind, Topics: m.Topics, Assignment: dm.Assignment,
+			Epoch: m.Epoch, Target: m.Target, Consumer: m.Consumer != nil}
 		if m.Classic != nil {
 			md.ClientID, md.Protocol, md.Version = m.Classic.ClientID, m.Classic.Protocol, m.Classic.Version
 		}

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
@@ -120,6 +122,7 @@ func TestKgoConsumerGroupProtocol(t *testing.T) {
 	if !aOn.Load() || !bOn.Load() {
 		t.Fatalf("franz-go runs the classic protocol (a %v, b %v)", aOn.Load(), bOn.Load())
 	}
+	checkConsumerGroupDescribe(t, ctx, a, hc, "ng", "events", 4)
 	produce := func(from, n int) {
 		var recs []client.Record
 		for i := from; i < from+n; i++ {
@@ -151,4 +154,59 @@ func TestKgoConsumerGroupProtocol(t *testing.T) {
 			t.Fatalf("%s read %d times", k, n)
 		}
 	}
+}
+
+// checkConsumerGroupDescribe asks ConsumerGroupDescribe (v1) of group
+// through kc, once its members reached their targets: every member of the
+// consumer protocol (type 1) at the group epoch, holding its target, the
+// members' assignments covering the topic's partitions once each by its
+// topic ID; the epoch and assignor are those the HTTP API describes.
+func checkConsumerGroupDescribe(t *testing.T, ctx context.Context, kc *kgo.Client, hc *client.Client, group, topic string, partitions int) {
+	t.Helper()
+	id := topicMetadata(t, ctx, kc, topic).TopicID
+	testwait.Check(t, 30*time.Second, "ConsumerGroupDescribe of a stable group", func() error {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Version, req.Groups = 1, []string{group}
+		resp, err := req.RequestWith(ctx, kc)
+		if err != nil {
+			return err
+		}
+		if len(resp.Groups) != 1 {
+			return fmt.Errorf("%d groups", len(resp.Groups))
+		}
+		g := resp.Groups[0]
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return err
+		}
+		d, err := hc.DescribeGroup(ctx, group)
+		if err != nil {
+			return err
+		}
+		if g.State != "Stable" || g.Epoch != d.GroupEpoch || g.AssignmentEpoch != g.Epoch || g.AssignorName != d.Assignor || len(g.Members) != len(d.Members) {
+			return fmt.Errorf("group %+v; the HTTP API: %+v", g, d)
+		}
+		held := map[int32]int{}
+		for _, m := range g.Members {
+			if m.MemberType != 1 || m.MemberEpoch != g.Epoch || len(m.SubscribedTopics) != 1 || m.SubscribedTopics[0] != topic {
+				return fmt.Errorf("member %+v", m)
+			}
+			if fmt.Sprint(m.Assignment.TopicPartitions) != fmt.Sprint(m.TargetAssignment.TopicPartitions) {
+				return fmt.Errorf("member %s holds %+v, its target is %+v", m.MemberID, m.Assignment, m.TargetAssignment)
+			}
+			for _, tp := range m.Assignment.TopicPartitions {
+				if tp.Topic != topic || tp.TopicID != id {
+					t.Fatalf("member %s: %+v (topic ID %x)", m.MemberID, tp, id)
+				}
+				for _, p := range tp.Partitions {
+					held[p]++
+				}
+			}
+		}
+		for p := range int32(partitions) {
+			if held[p] != 1 {
+				return fmt.Errorf("partition %d held %d times", p, held[p])
+			}
+		}
+		return nil
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/client"
@@ -75,6 +76,31 @@ func TestKgoConsumerGroupProtocolMixed(t *testing.T) {
 	if !on.Load() {
 		t.Fatal("franz-go runs the classic protocol")
 	}
+	// ConsumerGroupDescribe shows each kind: the HTTP member as type -1
+	// with its kind as client id, the classic consumer as 0, the KIP-848
+	// one as 1.
+	testwait.Check(t, 30*time.Second, "ConsumerGroupDescribe of the three kinds", func() error {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Version, req.Groups = 1, []string{"mixed848"}
+		resp, err := req.RequestWith(ctx, classic)
+		if err != nil {
+			return err
+		}
+		if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			return fmt.Errorf("answer %+v", resp.Groups)
+		}
+		types := map[int8]string{}
+		for _, m := range resp.Groups[0].Members {
+			types[m.MemberType] = m.ClientID
+			if m.MemberType == -1 && m.MemberID != member.MemberID {
+				return fmt.Errorf("member %s of type -1; the HTTP member is %s", m.MemberID, member.MemberID)
+			}
+		}
+		if len(types) != 3 || types[-1] != "http" || types[0] == "" || types[1] == "" {
+			return fmt.Errorf("member types and client ids %v", types)
+		}
+		return nil
+	})
 	var recs []client.Record
 	for i := range 60 {
 		recs = append(recs, client.Record{Key: []byte(fmt.Sprintf("m%d", i)), Value: []byte("v")})

@@ -91,6 +91,7 @@ var served = []servedAPI{
 	{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleAlterUserScramCredentials},
 	{key: kmsg.DescribeCluster, min: 0, max: 2, handle: (*Server).handleDescribeCluster},
 	{key: kmsg.ConsumerGroupHeartbeat, min: 0, max: 1, handle: (*Server).handleConsumerGroupHeartbeat},
+	{key: kmsg.ConsumerGroupDescribe, min: 0, max: 1, handle: (*Server).handleConsumerGroupDescribe},
 }
 
 // lookupAPI returns the served entry of key.

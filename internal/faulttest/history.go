@@ -55,6 +55,11 @@ type Op struct {
 	Code      api.Code // the error code, "" for OK and transport failures
 	Err       string   // the error text, for failed and unknown ops
 	Offsets   []int64  // where the records landed, for OK ops
+	// AtLeastOnce marks a producer that retries without idempotence (a
+	// Kafka producer with idempotence off): its values may be stored more
+	// than once, each acknowledged one where it was acknowledged. Default
+	// false: exactly once.
+	AtLeastOnce bool
 }
 
 func (op *Op) String() string {
@@ -373,7 +378,9 @@ type Report struct {
 	LostAcks1    int
 	LostAcks1Ops []*Op // those records' requests
 
-	Duplicates                    int // values stored more than once
+	Duplicates int // values stored more than once
+	// Rewritten counts the extra copies of AtLeastOnce values: allowed.
+	Rewritten                     int
 	UnknownPresent, UnknownAbsent int
 	FailedPresent                 int // "nothing was written", yet stored
 	Phantoms                      int // stored, never sent
@@ -412,9 +419,9 @@ func (r *Report) String() string {
 		stored = append(stored, fmt.Sprintf("p%d=%d", p, r.Stored[p]))
 	}
 	s := fmt.Sprintf("requests %d (ok %d, failed %d, unknown %d; codes %s); records acked %d, lost %d, moved %d, acks=1 lost %d, "+
-		"duplicates %d, unknown-then-present %d, unknown-then-absent %d, failed-then-present %d, phantoms %d, torn batches %d, read errors %d; stored %s",
+		"duplicates %d (rewritten at least once %d), unknown-then-present %d, unknown-then-absent %d, failed-then-present %d, phantoms %d, torn batches %d, read errors %d; stored %s",
 		r.Ops, r.OpsOK, r.OpsFailed, r.OpsUnknown, strings.Join(codes, " "), r.Acked, r.Lost, r.Moved, r.LostAcks1,
-		r.Duplicates, r.UnknownPresent, r.UnknownAbsent, r.FailedPresent, r.Phantoms, r.Torn, r.ReadErrors, strings.Join(stored, " "))
+		r.Duplicates, r.Rewritten, r.UnknownPresent, r.UnknownAbsent, r.FailedPresent, r.Phantoms, r.Torn, r.ReadErrors, strings.Join(stored, " "))
 	for _, p := range r.Problems {
 		s += "\n  VIOLATION: " + p
 	}
@@ -425,7 +432,9 @@ func (r *Report) String() string {
 // history: every acknowledged value is stored exactly once, at the offset it
 // was acknowledged with; no value is stored twice; offsets are dense; no
 // value is stored that was never sent or whose request proved nothing was
-// written; a request (one batch) is stored whole or not at all. Call it once
+// written; a request (one batch) is stored whole or not at all. Values of
+// AtLeastOnce ops may be stored more than once, one copy where the value
+// was acknowledged. Call it once
 // the load has stopped and the partitions have settled.
 func (h *History) Check(partitions []int32) *Report {
 	h.c.T.Helper()
@@ -444,6 +453,7 @@ func (h *History) Check(partitions []int32) *Report {
 		}
 	}
 	sent := map[string]bool{}
+	atLeastOnce := map[string]bool{}
 	for _, op := range h.Ops() {
 		r.Ops++
 		switch op.Outcome {
@@ -463,6 +473,7 @@ func (h *History) Check(partitions []int32) *Report {
 		present := 0
 		for i, v := range op.Values {
 			sent[v] = true
+			atLeastOnce[v] = op.AtLeastOnce
 			got := where[v]
 			if len(got) > 0 {
 				present++
@@ -479,6 +490,11 @@ func (h *History) Check(partitions []int32) *Report {
 					continue
 				}
 				switch {
+				case op.AtLeastOnce && len(got) > 0:
+					if !slices.Contains(got, want) {
+						r.Moved++
+						r.problem("acknowledged %s at p%d/%d is stored only at %v (%s)", v, want.Partition, want.Offset, got, op)
+					}
 				case len(got) == 0:
 					r.Lost++
 					r.problem("acknowledged %s at p%d/%d is not stored (%s)", v, want.Partition, want.Offset, op)
@@ -505,7 +521,9 @@ func (h *History) Check(partitions []int32) *Report {
 		}
 	}
 	for v, got := range where {
-		if len(got) > 1 {
+		if len(got) > 1 && atLeastOnce[v] {
+			r.Rewritten += len(got) - 1
+		} else if len(got) > 1 {
 			r.Duplicates += len(got) - 1
 			r.problem("%s is stored %d times: %v", v, len(got), got)
 		}

@@ -67,8 +67,6 @@ var KgoSuiteExcluded = map[string]string{
 	"TestShareGroupOffsetsAdmin":               "share groups (KIP-932) are not served",
 	"TestConsumeRegexShareSkipsInternal":       "share groups (KIP-932) are not served",
 	"Test848RegexBrokerResolves":               "KIP-848 subscriptions by regular expression are not served",
-	"TestSCRAMAuth":                            "needs a SASL/SCRAM listener (KGO_TEST_SCRAM_SEEDS); this run is plaintext without SASL",
-	"TestSCRAMAuthBadCredentials":              "needs a SASL/SCRAM listener (KGO_TEST_SCRAM_SEEDS); this run is plaintext without SASL",
 	"TestOAuthAuth":                            "SASL OAUTHBEARER is not served",
 	"TestIssueProduceBrokerTooOldFailsRecords": "runs against franz-go's in-process fake broker, not KGO_SEEDS",
 }
@@ -92,30 +90,47 @@ type kgoEvent struct {
 // go test fails, if a listed test does not pass, or if anything skips.
 func RunKgoSuite(t *testing.T, seeds []string, rf int) {
 	t.Helper()
+	dir := copyFranzGo(t)
+	runKgoTests(t, dir, KgoSuiteTests, []string{
+		"KGO_SEEDS=" + strings.Join(seeds, ","),
+		"KGO_TEST_RF=" + strconv.Itoa(rf),
+	})
+}
+
+// copyFranzGo copies franz-go's module, at the version go.mod requires, to
+// a temporary directory and returns it.
+func copyFranzGo(t *testing.T) string {
+	t.Helper()
 	src, version := franzGoModule(t)
 	dir := filepath.Join(t.TempDir(), "franz-go")
 	if err := copyTree(src, dir); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("franz-go %s pkg/kgo against %s (rf %d, %d records)", version, strings.Join(seeds, ","), rf, KgoSuiteRecords)
-
+	t.Logf("franz-go %s pkg/kgo (%d records)", version, KgoSuiteRecords)
 	if err := checkKgoLists(); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// runKgoTests runs tests of pkg/kgo in dir (a copy of franz-go) with env
+// added to the environment. It fails the test if go test fails, if a listed
+// test does not pass, or if anything skips.
+func runKgoTests(t *testing.T, dir string, tests, env []string) {
+	t.Helper()
+	t.Logf("go test ./pkg/kgo -run %s with %s", strings.Join(tests, "|"), strings.Join(env, " "))
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-count=1", "-timeout", "10m",
-		"-run", "^("+strings.Join(KgoSuiteTests, "|")+")$",
+		"-run", "^("+strings.Join(tests, "|")+")$",
 		"-skip", kgoSkipArg(),
 		"./pkg/kgo")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(),
 		"GOWORK=off",
-		"KGO_SEEDS="+strings.Join(seeds, ","),
-		"KGO_TEST_RF="+strconv.Itoa(rf),
 		"KGO_TEST_RECORDS="+strconv.Itoa(KgoSuiteRecords),
 		"KGO_LOG_LEVEL=none",
-	)
+	), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -140,7 +155,7 @@ func RunKgoSuite(t *testing.T, seeds []string, rf int) {
 			bad = append(bad, name)
 		}
 	}
-	for _, name := range KgoSuiteTests {
+	for _, name := range tests {
 		if _, ok := result[name]; !ok {
 			bad = append(bad, name+" (did not run)")
 		}
@@ -257,8 +272,13 @@ func checkKgoLists() error {
 		if !kgoSkipPattern.MatchString(name) {
 			return fmt.Errorf("excluded %q: not a test pattern", name)
 		}
-		if slices.Contains(KgoSuiteTests, name) {
+		if slices.Contains(KgoSuiteTests, name) || slices.Contains(KgoSCRAMAuthTests, name) {
 			return fmt.Errorf("%s is both run and excluded", name)
+		}
+	}
+	for _, name := range KgoSCRAMSuiteTests {
+		if !slices.Contains(KgoSuiteTests, name) {
+			return fmt.Errorf("%s runs over SCRAM but is not in KgoSuiteTests", name)
 		}
 	}
 	return nil

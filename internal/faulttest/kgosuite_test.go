@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,11 @@ func TestKgoSuiteLists(t *testing.T) {
 	for _, name := range KgoSuiteTests {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("docs/kafka-compat.md does not list %s", name)
+		}
+	}
+	for _, name := range append(slices.Clone(KgoSCRAMAuthTests), KgoSCRAMSuiteTests...) {
+		if !strings.Contains(string(doc), "`"+name+"` over SCRAM") {
+			t.Errorf("docs/kafka-compat.md does not list %s as run over SCRAM", name)
 		}
 	}
 	for name, reason := range KgoSuiteExcluded {
@@ -61,6 +67,41 @@ func TestKgoSuiteZooKeeper(t *testing.T) {
 		seeds = append(seeds, c.Broker(id).KafkaAddr)
 	}
 	RunKgoSuite(t, seeds, 3)
+}
+
+// franz-go's SCRAM tests, and a subset of the suite with every client
+// authenticating, against `sluice dev --auth required --kafka-addr`: SASL
+// listeners, a principal that is no super user, allowed by ACLs. First
+// with SCRAM-SHA-256 (the subset too), then the SCRAM tests with
+// SCRAM-SHA-512.
+func TestKgoSuiteSCRAM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs franz-go's tests against a sluice dev process")
+	}
+	const token = "slc_00000000000000aa_1111111111111111111111111111111111111111111111111111111111111111"
+	port := freePortRun(t, 3)
+	dev := StartDevEnv(t, t.TempDir(), []string{"SLUICE_BOOTSTRAP_TOKEN=" + token},
+		"--auth", "required", "--kafka-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	var seeds []string
+	for i := range 3 {
+		seeds = append(seeds, net.JoinHostPort("127.0.0.1", strconv.Itoa(port+i)))
+	}
+	user := strings.TrimPrefix(KgoSCRAMPrincipal, "User:")
+	SetupKgoSCRAM(t, dev.URL, token, "SCRAM-SHA-256", "pw-256")
+	SetupKgoSCRAM(t, dev.URL, token, "SCRAM-SHA-512", "pw-512")
+
+	dir := copyFranzGo(t)
+	if err := patchKgoSASL(dir); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"KGO_SEEDS=" + strings.Join(seeds, ","),
+		"KGO_TEST_RF=3",
+		"KGO_TEST_SCRAM_SEEDS=" + strings.Join(seeds, ","),
+	}
+	runKgoTests(t, dir, append(slices.Clone(KgoSCRAMAuthTests), KgoSCRAMSuiteTests...),
+		append(env, "KGO_TEST_SCRAM="+user+":pw-256"))
+	runKgoTests(t, dir, KgoSCRAMAuthTests, append(env, "KGO_TEST_SCRAM="+user+":pw-512:512"))
 }
 
 // freePortRun finds n consecutive free loopback ports below the ephemeral
