@@ -13,7 +13,8 @@ type BrokerRegistration struct {
 	KafkaAddress string `json:"kafka_address,omitempty"`
 	// ShuttingDown is set while the broker hands its leaderships to other
 	// replicas before it stops (a controlled shutdown): the controller moves
-	// them away and elects no new leader on it, while it stays in the ISRs.
+	// them away (dropping it from those ISRs), elects no new leader on it,
+	// and no leader adds it to an ISR; it stays in the ISRs it follows.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
 	// Stopping is set once a controlled shutdown has handed over every
 	// leadership that could move: the broker is about to stop following,

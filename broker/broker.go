@@ -383,7 +383,7 @@ func New(opts Options) (*Broker, error) {
 		inSyncable: func(id int32, topic string, partition int32) bool {
 			reg, ok := b.view.Current().Brokers[id]
 			_, failed := reg.FailedLog(topic, partition)
-			return ok && !failed && !reg.Stopping
+			return ok && !failed && !reg.ShuttingDown
 		},
 		resign:     b.resign,
 		recovering: b.recovering,

@@ -19,11 +19,12 @@ import (
 // will hand over to new writes and lets what is in flight commit
 // (handover.go), then marks its registration shutting down; the controller
 // (decideLeader) then moves each leadership it holds to another live ISR
-// member with a new epoch and gives it no new one, while it stays in the
-// ISRs and keeps following. Drain waits until nothing
-// it leads can move any more, so that its exit costs no partition an
-// election round: producers and consumers are already routed elsewhere when
-// its session ends. The mark lasts until the process stops.
+// member with a new epoch, without it in the ISR, and gives it no new one,
+// while it stays in the ISRs it follows and keeps following. Drain waits
+// until nothing it leads can move any more, so that its exit costs no
+// partition an election round: producers and consumers are already routed
+// elsewhere when its session ends; then it leaves the ISRs it follows
+// (leaveISRs). The marks last until the process stops.
 
 // maxDrainWait bounds one drain request.
 const maxDrainWait = 10 * time.Minute

@@ -170,10 +170,12 @@ type partitionKey struct {
 //     partition goes offline (leader -1, new epoch) and keeps its last ISR, so
 //     that the first of those to return leads again with nothing lost.
 //
-// A broker that is shutting down (controlled shutdown) stays in the ISR but
-// is passed over: a leadership it holds moves to the first live ISR member
-// that is not shutting down (new epoch), none is given to it, and it leads
-// only when no other ISR member is alive (it is better than offline).
+// A broker that is shutting down (controlled shutdown) is passed over: a
+// leadership it holds moves to the first live ISR member that is not
+// shutting down (new epoch) and it leaves that ISR, none is given to it,
+// and it leads only when no other ISR member is alive (it is better than
+// offline). In the ISRs of the partitions it follows it stays while it
+// drains.
 //
 // Once such a broker is stopping (it handed over what could move and is
 // about to stop following), it leaves every ISR but the one of a partition
@@ -228,7 +230,12 @@ func electLeader(st api.PartitionState, replicas []int32, live map[int32]api.Bro
 	next := st
 	if st.Leader >= 0 && alive(st.Leader) {
 		if !eligible(st.Leader) && len(eligibleISR) > 0 {
-			next.Leader, next.LeaderEpoch, next.ISR = eligibleISR[0], st.LeaderEpoch+1, liveISR
+			// The leader it hands over from leaves the ISR with it: it
+			// closed the leadership and let its writes commit first
+			// (handover.go), and the new leader's writes must not wait for
+			// the fetch of a broker on its way out.
+			isr := slices.DeleteFunc(slices.Clone(liveISR), func(id int32) bool { return id == st.Leader })
+			next.Leader, next.LeaderEpoch, next.ISR = eligibleISR[0], st.LeaderEpoch+1, isr
 			return next, true
 		}
 		if pref := replicas[0]; preferred && pref != st.Leader && slices.Contains(eligibleISR, pref) {

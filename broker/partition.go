@@ -480,10 +480,11 @@ func (p *Partition) isrChange(now time.Time, maxLag time.Duration) (st api.Parti
 	out := p.progress.Laggards(now, maxLag)
 	var in []int32
 	for _, id := range p.progress.Joiners(p.log.Offsets().HighWatermark, p.epochStart, now, maxLag) {
-		// Only registered brokers whose replica has not failed: the
-		// controller drops the others from the ISR, and adding them back
-		// would flap it (a follower with a failed log still fetches at its
-		// log end, which looks caught up).
+		// Only registered brokers whose replica has not failed and that
+		// are not shutting down: the controller drops the others from the
+		// ISR, and adding them back would flap it (a follower with a
+		// failed log still fetches at its log end, which looks caught up;
+		// a draining broker is on its way out).
 		if p.deps.inSyncable(id, p.Topic, p.ID) {
 			in = append(in, id)
 		}
