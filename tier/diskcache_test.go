@@ -1,0 +1,239 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The disk cache's contract, against the in-process bucket and the real S3
+// server: a restarted reader serves what an earlier one cached without a
+// GET; a changed record never finds the old file; a replay larger than the
+// bound stays within it; a damaged file is found, not served, and fetched
+// again.
+func TestDiskCacheMemory(t *testing.T) {
+	testDiskCache(t, func(*testing.T) Bucket { return NewMemory() })
+}
+
+func TestDiskCacheS3(t *testing.T) {
+	testDiskCache(t, func(t *testing.T) Bucket { return newTestS3(t, s3Options(t)) })
+}
+
+func testDiskCache(t *testing.T, newBucket func(*testing.T) Bucket) {
+	t.Run("survives a restart", func(t *testing.T) { testDiskCacheRestart(t, newBucket(t)) })
+	t.Run("a changed record misses", func(t *testing.T) { testDiskCacheRecordChanged(t, newBucket(t)) })
+	t.Run("evicts within its bound", func(t *testing.T) { testDiskCacheBound(t, newBucket(t)) })
+	t.Run("a damaged file is fetched again", func(t *testing.T) { testDiskCacheDamaged(t, newBucket(t)) })
+}
+
+// diskReader is a cold reader with small chunks, a memory cache too small
+// to hold a segment, and a disk cache of limit bytes in dir.
+func diskReader(t *testing.T, bkt Bucket, dir string, limit int64) *ColdReader {
+	t.Helper()
+	cr := NewColdReader(bkt, ColdReaderOptions{ChunkBytes: 256, CacheBytes: 512, DiskCacheDir: dir, DiskCacheBytes: limit,
+		Logger: slog.New(slog.DiscardHandler)})
+	if cr.disk == nil {
+		t.Fatal("the disk cache did not open")
+	}
+	t.Cleanup(cr.Close)
+	return cr
+}
+
+// uploadTestLog uploads a log of n batches (segments of 4) to bkt under
+// prefix and returns its records.
+func uploadTestLog(t *testing.T, bkt Bucket, n int, format, prefix string) []RemoteSegment {
+	t.Helper()
+	meta := &memMeta{}
+	u := &Uploader{Bucket: bkt, Meta: meta, Log: testLogValues(t, n, format), KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)}
+	return uploadAll(t, u, meta)
+}
+
+// readWhole reads seg from its base in one read, checks that the bytes are
+// want, and reports whether they came from the disk cache.
+func readWhole(t *testing.T, cr *ColdReader, seg RemoteSegment, want []byte) (fromDisk bool) {
+	t.Helper()
+	r, err := cr.ReadRange(context.Background(), seg, seg.Base, 1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := r.Pieces.Bytes()
+	if r.File != nil {
+		got = make([]byte, r.Size)
+		if _, err := r.File.ReadAt(got, r.Position); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Next != seg.Next || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes to offset %d; want the %d bytes of %s to %d", len(got), r.Next, len(want), seg.LogKey(), seg.Next)
+	}
+	return r.File != nil
+}
+
+func gets(fb *FaultBucket) int { return fb.Calls(OpGet) + fb.Calls(OpGetRange) }
+
+func testDiskCacheRestart(t *testing.T, bkt Bucket) {
+	fb := NewFaultBucket(bkt)
+	segs := uploadTestLog(t, fb, 10, "v-%d", "t/0/")
+	dir := t.TempDir()
+	cr := diskReader(t, fb, dir, 1<<20)
+	for _, seg := range segs {
+		if got, err := consume(cr, seg, 1<<20); err != nil || got != seg.Next {
+			t.Fatalf("first read of %s: to %d, %v", seg.Key, got, err)
+		}
+	}
+	cr.Close()
+	if st := cr.Stats().Disk; st.Bytes == 0 {
+		t.Fatalf("nothing cached: %+v", st)
+	}
+
+	before := gets(fb)
+	cr2 := diskReader(t, fb, dir, 1<<20)
+	for _, seg := range segs {
+		if !readWhole(t, cr2, seg, mustGet(t, bkt, seg.LogKey())) {
+			t.Fatalf("%s was not served from the disk cache after a restart", seg.Key)
+		}
+		if got, err := consume(cr2, seg, 100); err != nil || got != seg.Next {
+			t.Fatalf("reading %s batch by batch: to %d, %v", seg.Key, got, err)
+		}
+	}
+	if n := gets(fb) - before; n != 0 {
+		t.Fatalf("the restarted reader made %d GETs", n)
+	}
+	if st := cr2.Stats().Disk; st.Hits == 0 || st.Misses != 0 || st.Corrupt != 0 {
+		t.Fatalf("stats after the restart: %+v", st)
+	}
+}
+
+// The segment is uploaded again under the same key and upload ID, with
+// other values of the same size: the new record differs in its SHA-256
+// only, and the reader serves the new bytes.
+func testDiskCacheRecordChanged(t *testing.T, bkt Bucket) {
+	fb := NewFaultBucket(bkt)
+	old := uploadTestLog(t, fb, 4, "v-%d", "t/0/")[0]
+	oldBytes := mustGet(t, bkt, old.LogKey())
+	cr := diskReader(t, fb, t.TempDir(), 1<<20)
+	readWhole(t, cr, old, oldBytes)
+	if !readWhole(t, cr, old, oldBytes) {
+		t.Fatal("the second read was not served from the disk cache")
+	}
+
+	other := uploadTestLog(t, bkt, 4, "w-%d", "other/")[0]
+	if other.SHA256 == old.SHA256 {
+		t.Fatal("the test needs different content")
+	}
+	changed := other
+	changed.Key, changed.ID = old.Key, old.ID
+	mustPut(t, bkt, old.LogKey(), mustGet(t, bkt, other.LogKey()))
+	mustPut(t, bkt, old.IndexKey(), mustGet(t, bkt, other.IndexKey()))
+	// What a restarted broker would see, and one that kept running: the
+	// new record, whose index it has not read.
+	cr.Forget(old)
+	missesBefore, getsBefore := cr.Stats().Disk.Misses, fb.Calls(OpGetRange)
+	if readWhole(t, cr, changed, mustGet(t, bkt, other.LogKey())) {
+		t.Fatal("the changed record was served from the old record's file")
+	}
+	if cr.Stats().Disk.Misses == missesBefore || fb.Calls(OpGetRange) == getsBefore {
+		t.Fatalf("no miss or no GET for the changed record: %+v", cr.Stats().Disk)
+	}
+	cr2 := diskReader(t, fb, cr.disk.dir, 1<<20) // after a restart as well
+	cr.Close()
+	if readWhole(t, cr2, changed, mustGet(t, bkt, other.LogKey())) != true {
+		t.Fatal("the changed record's own file was not served")
+	}
+}
+
+func testDiskCacheBound(t *testing.T, bkt Bucket) {
+	segs := uploadTestLog(t, bkt, 40, "v-%d", "t/0/") // 10 segments
+	limit := 3*segs[0].Size + 100
+	dir := t.TempDir()
+	cr := diskReader(t, bkt, dir, limit)
+	for round := 0; round < 2; round++ {
+		for _, seg := range segs {
+			if got, err := consume(cr, seg, 200); err != nil || got != seg.Next {
+				t.Fatalf("reading %s: to %d, %v", seg.Key, got, err)
+			}
+			if n := dirBytes(t, dir); n > limit {
+				t.Fatalf("the cache directory holds %d bytes, bound %d", n, limit)
+			}
+		}
+	}
+	if st := cr.Stats().Disk; st.Evictions == 0 || st.Bytes > limit {
+		t.Fatalf("stats %+v, bound %d", st, limit)
+	}
+}
+
+func testDiskCacheDamaged(t *testing.T, bkt Bucket) {
+	fb := NewFaultBucket(bkt)
+	seg := uploadTestLog(t, fb, 4, "v-%d", "t/0/")[0]
+	want := mustGet(t, bkt, seg.LogKey())
+	dir := t.TempDir()
+	cr := diskReader(t, fb, dir, 1<<20)
+	readWhole(t, cr, seg, want)
+	cr.Close()
+	file := filepath.Join(dir, recordIdent(seg)+segSuffix)
+	flip := func() {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x20
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip()
+
+	// A restarted reader finds the damage before serving the file.
+	cr2 := diskReader(t, fb, dir, 1<<20)
+	before := fb.Calls(OpGetRange)
+	if readWhole(t, cr2, seg, want) {
+		t.Fatal("a damaged file was served")
+	}
+	if st := cr2.Stats().Disk; st.Corrupt != 1 || fb.Calls(OpGetRange) == before {
+		t.Fatalf("stats %+v, %d GETs: the damage was not counted or not fetched again", st, fb.Calls(OpGetRange)-before)
+	}
+	if !readWhole(t, cr2, seg, want) {
+		t.Fatal("the fetched-again segment was not cached again")
+	}
+	// A running one finds a file written since it checked it (its
+	// modification time moves; set here past a coarse clock's tick).
+	flip()
+	later := time.Now().Add(time.Second)
+	if err := os.Chtimes(file, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if readWhole(t, cr2, seg, want) {
+		t.Fatal("a file damaged while the reader ran was served")
+	}
+	if st := cr2.Stats().Disk; st.Corrupt != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(e.Name(), partSuffix) || strings.HasSuffix(e.Name(), segSuffix) || strings.HasSuffix(e.Name(), indexSuffix) {
+			n += fi.Size()
+		}
+	}
+	return n
+}
