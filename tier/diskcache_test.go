@@ -3,12 +3,17 @@ package tier
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/commitlog"
+	"github.com/sluice-io/sluice/recordbatch"
 )
 
 // The disk cache's contract, against the in-process bucket and the real S3
@@ -236,4 +241,163 @@ func dirBytes(t *testing.T, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// BenchmarkColdReplay replays 8 segments of 4 MiB from the in-process
+// bucket as a consumer does (reads of 1 MiB, each written to a loopback
+// TCP connection the way the broker writes an answer): through the memory
+// chunk cache only; through the disk cache while it fills (a fresh
+// directory each pass); and from the filled disk cache (sendfile).
+func BenchmarkColdReplay(b *testing.B) {
+	bkt := NewMemory()
+	segs := uploadBenchLog(b, bkt, 8, 4<<20)
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	conn := loopbackSink(b)
+	replay := func(b *testing.B, cr *ColdReader) {
+		for _, seg := range segs {
+			for off := seg.Base; off < seg.Next; {
+				r, err := cr.ReadRange(context.Background(), seg, off, 1<<20, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.File != nil {
+					if _, err := r.File.Seek(r.Position, io.SeekStart); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.Copy(conn, io.LimitReader(r.File, r.Size)); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					for _, p := range r.Pieces {
+						if _, err := conn.Write(p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				r.Close()
+				off = r.Next
+			}
+		}
+	}
+	opts := func(dir string) ColdReaderOptions {
+		o := ColdReaderOptions{CacheBytes: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
+		if dir != "" {
+			o.DiskCacheDir, o.DiskCacheBytes = dir, 1<<30
+		}
+		return o
+	}
+	b.Run("memory-only", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			cr := NewColdReader(bkt, opts(""))
+			replay(b, cr)
+			cr.Close()
+		}
+	})
+	b.Run("disk-fill", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			b.StopTimer()
+			dir := b.TempDir()
+			b.StartTimer()
+			cr := NewColdReader(bkt, opts(dir))
+			replay(b, cr)
+			cr.Close()
+		}
+	})
+	b.Run("disk-hit", func(b *testing.B) {
+		dir := b.TempDir()
+		cr := NewColdReader(bkt, opts(dir))
+		defer cr.Close()
+		replay(b, cr)
+		replay(b, cr) // the first replay's last segments' indexes are stored on their next read
+		b.SetBytes(total)
+		b.ResetTimer()
+		for b.Loop() {
+			replay(b, cr)
+		}
+		if st := cr.Stats().Disk; st.Hits == 0 {
+			b.Fatalf("no disk hits: %+v", st)
+		}
+	})
+}
+
+// uploadBenchLog uploads n segments of about segBytes each, in batches of
+// 100 records of 1 KiB.
+func uploadBenchLog(tb testing.TB, bkt Bucket, n int, segBytes int) []RemoteSegment {
+	tb.Helper()
+	fsys, err := commitlog.NewOSFS(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = fsys.Close() })
+	l, err := commitlog.Open(fsys, "p-0", commitlog.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = l.Close() })
+	recs := make([]recordbatch.Record, 100)
+	for i := range recs {
+		recs[i] = recordbatch.Record{Timestamp: 1000, Value: bytes.Repeat([]byte{byte('a' + i%26)}, 1024)}
+	}
+	batch, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for s := 0; s <= n; s++ { // one more: the active segment is not uploaded
+		for size := 0; size < segBytes; size += len(batch) {
+			if _, err := l.Append(bytes.Clone(batch), 2); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := l.Roll(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	l.SetHighWatermark(l.Offsets().LogEnd)
+	meta := &memMeta{}
+	u := &Uploader{Bucket: bkt, Meta: meta, Log: l, KeyPrefix: "t/0/", Logger: slog.New(slog.DiscardHandler)}
+	for {
+		done, _ := meta.List(context.Background())
+		rec, err := u.UploadNext(context.Background(), 2, done)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if rec == nil {
+			return done
+		}
+	}
+}
+
+// loopbackSink is a TCP connection to 127.0.0.1 whose far end discards
+// what it reads.
+func loopbackSink(tb testing.TB) net.Conn {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c)
+		_ = c.Close()
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = conn.Close()
+		_ = ln.Close()
+		<-done
+	})
+	return conn
 }
