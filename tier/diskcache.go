@@ -322,48 +322,60 @@ func checkObject(f *os.File, seg RemoteSegment) error {
 // Errors only log: the cache is an optimisation, the read goes on. It
 // reports whether this chunk completed a file that is now servable.
 func (c *diskCache) fill(seg RemoteSegment, chunkBytes, chunk int64, data []byte) bool {
+	e := c.reserve(seg, chunkBytes, chunk)
+	return e != nil && c.write(seg, e, chunk, chunkBytes, data)
+}
+
+// reserve returns the entry chunk is to be written into (starting one),
+// or nil when there is nothing to write: the object does not fit or has
+// no checksum, the cache is closed, or the file has the chunk already.
+func (c *diskCache) reserve(seg RemoteSegment, chunkBytes, chunk int64) *diskEntry {
 	if seg.SHA256 == "" && seg.CRC64NVME == "" || seg.Size <= 0 || seg.Size > c.limit {
-		return false
+		return nil
 	}
 	ident := recordIdent(seg)
 	c.mu.Lock()
-	var e *diskEntry
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return false
+		return nil
 	}
 	if el, ok := c.byName[ident]; ok {
-		e = el.Value.(*diskEntry)
+		e := el.Value.(*diskEntry)
 		if e.complete || e.have[chunk] {
-			c.mu.Unlock()
-			return false
+			return nil
 		}
-	} else {
-		c.evictLocked(seg.Size)
-		f, err := c.root.OpenFile(ident+partSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			c.mu.Unlock()
-			c.log.Warn("remote cache: creating a file", "err", err)
-			return false
-		}
-		e = &diskEntry{ident: ident, size: seg.Size, part: f, have: make([]bool, (seg.Size+chunkBytes-1)/chunkBytes)}
-		c.byName[ident] = c.order.PushFront(e)
-		c.size += seg.Size
+		return e
 	}
+	c.evictLocked(seg.Size)
+	f, err := c.root.OpenFile(ident+partSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		c.log.Warn("remote cache: creating a file", "err", err)
+		return nil
+	}
+	e := &diskEntry{ident: ident, size: seg.Size, part: f, have: make([]bool, (seg.Size+chunkBytes-1)/chunkBytes)}
+	c.byName[ident] = c.order.PushFront(e)
+	c.size += seg.Size
+	return e
+}
+
+// write writes a reserved chunk into e's file and records it there,
+// finishing the file with the last one. Another writer of the same chunk
+// may have completed (or evicted) e meanwhile: then nothing is recorded.
+func (c *diskCache) write(seg RemoteSegment, e *diskEntry, chunk, chunkBytes int64, data []byte) bool {
+	c.mu.Lock()
 	part := e.part
 	c.mu.Unlock()
-
-	// Outside the lock: an eviction meanwhile closes part and this write
-	// fails, which is fine.
+	// Outside the lock: an eviction or completion meanwhile closes part
+	// and this write fails, which is fine.
 	if _, err := part.WriteAt(data, chunk*chunkBytes); err != nil {
-		if !errors.Is(err, os.ErrClosed) {
-			c.log.Warn("remote cache: writing a chunk", "file", ident+partSuffix, "err", err)
+		if !errors.Is(err, os.ErrClosed) && !errors.Is(err, os.ErrInvalid) {
+			c.log.Warn("remote cache: writing a chunk", "file", e.ident+partSuffix, "err", err)
 			c.dropIf(e, true)
 		}
 		return false
 	}
 	c.mu.Lock()
-	if el, ok := c.byName[ident]; !ok || el.Value.(*diskEntry) != e || e.complete || e.have[chunk] {
+	if el, ok := c.byName[e.ident]; !ok || el.Value.(*diskEntry) != e || e.complete || e.have[chunk] {
 		c.mu.Unlock()
 		return false
 	}

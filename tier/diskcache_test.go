@@ -401,3 +401,41 @@ func loopbackSink(tb testing.TB) net.Conn {
 	})
 	return conn
 }
+
+// Two fetches of the same chunk both reserve it; the first completes the
+// file; the second's write comes after and changes nothing.
+func TestDiskCacheLateDuplicateChunk(t *testing.T) {
+	bkt := NewMemory()
+	seg := uploadTestLog(t, bkt, 4, "v-%d", "t/0/")[0]
+	obj := mustGet(t, bkt, seg.LogKey())
+	c, err := openDiskCache(t.TempDir(), 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const chunk = 256
+	chunkOf := func(i int64) []byte { return obj[i*chunk : min((i+1)*chunk, int64(len(obj)))] }
+	first, late := c.reserve(seg, chunk, 0), c.reserve(seg, chunk, 0)
+	if first == nil || late != first {
+		t.Fatalf("reservations %p %p", first, late)
+	}
+	done := c.write(seg, first, 0, chunk, chunkOf(0))
+	for i := int64(1); i*chunk < seg.Size; i++ {
+		done = c.fill(seg, chunk, i, chunkOf(i))
+	}
+	if !done || !c.has(seg) {
+		t.Fatal("the file was not completed")
+	}
+	if c.write(seg, late, 0, chunk, chunkOf(0)) {
+		t.Fatal("a late write completed the file again")
+	}
+	f, ok := c.open(seg, true)
+	if !ok {
+		t.Fatal("the completed file is not served")
+	}
+	defer f.Close()
+	got, err := io.ReadAll(f)
+	if err != nil || !bytes.Equal(got, obj) {
+		t.Fatalf("the file holds %d bytes (%v), not the object's %d", len(got), err, len(obj))
+	}
+}
