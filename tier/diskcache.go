@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +34,7 @@ import (
 // disk, or left by an older record, is dropped and fetched again, never
 // served. The index is rebuilt from the directory on start: .seg files in
 // modification-time order (their LRU order at the last fill), .part files
-// and anything else removed.
+// and orphaned .idx files removed, files of other names left alone.
 type diskCache struct {
 	root  *os.Root // the cache directory; names never leave it
 	dir   string
@@ -134,9 +133,14 @@ func openDiskCache(dir string, limit int64, log *slog.Logger) (*diskCache, error
 				continue
 			}
 		}
-		// A file being assembled when the broker stopped, or not ours.
-		if err := root.RemoveAll(name); err != nil {
-			log.Warn("remote cache: removing a stray file", "file", name, "err", err)
+		// A file being assembled when the broker stopped, or one of ours
+		// that is not a regular file with a valid name. Anything else is
+		// not the cache's: left alone (and not counted), so that a
+		// directory given by mistake loses nothing.
+		if strings.HasSuffix(name, partSuffix) || strings.HasSuffix(name, segSuffix) || strings.HasSuffix(name, indexSuffix) {
+			if err := root.Remove(name); err != nil {
+				log.Warn("remote cache: removing a stray file", "file", name, "err", err)
+			}
 		}
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].mod.Before(segs[j].mod) })
@@ -466,9 +470,4 @@ func (c *diskCache) removeLocked(el *list.Element, removeFile bool) {
 			c.log.Warn("remote cache: removing a file", "file", name, "err", err)
 		}
 	}
-}
-
-// String describes the cache for logs.
-func (c *diskCache) String() string {
-	return c.dir + " (" + strconv.FormatInt(c.limit, 10) + " bytes)"
 }

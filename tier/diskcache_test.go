@@ -97,8 +97,21 @@ func testDiskCacheRestart(t *testing.T, bkt Bucket) {
 		t.Fatalf("nothing cached: %+v", st)
 	}
 
+	// A file left half assembled goes at the restart; one not the cache's
+	// stays.
+	for name, data := range map[string]string{"0123456789012345678901234567890123456789.part": "half", "notes.txt": "mine"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := gets(fb)
 	cr2 := diskReader(t, fb, dir, 1<<20)
+	if _, err := os.Stat(filepath.Join(dir, "0123456789012345678901234567890123456789.part")); !os.IsNotExist(err) {
+		t.Errorf("a .part file survived the restart: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != "mine" {
+		t.Errorf("a file not the cache's was touched: %q %v", b, err)
+	}
 	for _, seg := range segs {
 		if !readWhole(t, cr2, seg, mustGet(t, bkt, seg.LogKey())) {
 			t.Fatalf("%s was not served from the disk cache after a restart", seg.Key)
