@@ -17,12 +17,14 @@ import (
 // A consumer replaying a tiered partition a second time is served from the
 // broker's disk cache of remote segments (a file range, written out as a
 // local segment's), with the same records, and the leader's metrics show
-// it.
+// it; so is one after the broker restarted on its data directory, without
+// reading the object store.
 func TestTieredReadBackDiskCache(t *testing.T) {
-	bkt, err := tier.OpenLocalDir(t.TempDir())
+	dir, err := tier.OpenLocalDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	bkt := tier.NewFaultBucket(dir) // counts GETs
 	ec := embedtest.Start(t, embedtest.Options{Brokers: 1, Bucket: bkt, TierInterval: 50 * time.Millisecond,
 		TuneBroker: func(_ int, o *broker.Options) { o.RemoteCacheBytes = 64 << 20 }})
 	c := tcluster{ec, t, bkt}
@@ -36,6 +38,18 @@ func TestTieredReadBackDiskCache(t *testing.T) {
 	c.readAll("cold", 0, 3000)
 	if again := remoteCacheHits(t, c); again <= hits {
 		t.Fatalf("disk-cache hits %d after the first replay, %d after the second", hits, again)
+	}
+
+	ec.StopBroker(1)
+	ec.StartBroker(1)
+	c.waitInfo("cold", "the restarted broker leads", func(p api.PartitionInfo) bool { return p.Leader == 1 })
+	gets := bkt.Calls(tier.OpGet) + bkt.Calls(tier.OpGetRange)
+	c.readAll("cold", 0, 3000)
+	if n := bkt.Calls(tier.OpGet) + bkt.Calls(tier.OpGetRange) - gets; n != 0 {
+		t.Fatalf("the restarted broker made %d GETs for a replay its disk cache holds", n)
+	}
+	if hits := remoteCacheHits(t, c); hits == 0 {
+		t.Fatal("no disk-cache hits after the restart")
 	}
 }
 
