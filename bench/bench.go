@@ -89,6 +89,11 @@ type ThroughputOptions struct {
 	// (Cold reads from it); Produce and Consume do not close it. Default
 	// nil: a local directory in the cluster's temporary directory.
 	Bucket tier.Bucket
+	// RemoteCacheBytes bounds each started broker's disk cache of remote
+	// segments (broker.Options.RemoteCacheBytes): Cold's rounds after the
+	// first read the tiered topic from it. Default 1 GiB, as `sluice
+	// broker`'s; 0: off, every cold round reads the object store.
+	RemoteCacheBytes int64
 	// Results, when set, is a Markdown file the run appends its row to.
 	Results string
 	// Out receives the figures. Default os.Stdout.
@@ -105,7 +110,7 @@ type ThroughputOptions struct {
 func DefaultThroughput() ThroughputOptions {
 	return ThroughputOptions{Brokers: 1, ReplicationFactor: 1, Topic: "bench", Partitions: 8, Connections: 8,
 		Batch: 1000, Size: 100, Duration: 5 * time.Second, Acks: "1", Rounds: 3, Records: 300000,
-		Redis: "redis://127.0.0.1:6379/0"}
+		Redis: "redis://127.0.0.1:6379/0", RemoteCacheBytes: 1 << 30}
 }
 
 // Produce is `sluice bench produce`: records posted as NDJSON from
@@ -139,7 +144,7 @@ func runThroughput(ctx context.Context, mode string, c ThroughputOptions) (err e
 	if c.Baseline == "sendfile" && c.Brokers != 1 {
 		return errors.New("--baseline sendfile: one broker (its files are the ones served)")
 	}
-	cl, err := startCluster(ctx, clusterSpec{url: c.URL, brokers: c.Brokers, processes: c.Processes, zk: c.ZK, binary: c.Binary, bucket: c.Bucket})
+	cl, err := startCluster(ctx, clusterSpec{url: c.URL, brokers: c.Brokers, processes: c.Processes, zk: c.ZK, binary: c.Binary, bucket: c.Bucket, remoteCache: c.RemoteCacheBytes})
 	if err != nil {
 		return err
 	}

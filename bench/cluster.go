@@ -19,6 +19,9 @@ type clusterSpec struct {
 	zk        string      // host:port of that ZooKeeper
 	binary    string      // the sluice binary; default: this process's executable
 	bucket    tier.Bucket // the object store of an embedded cluster; nil: a local directory
+	// remoteCache bounds an embedded broker's disk cache of remote
+	// segments; 0: none.
+	remoteCache int64
 }
 
 // benchCluster is the cluster a scenario drives, through the gateway at url.
@@ -41,7 +44,7 @@ func startCluster(ctx context.Context, spec clusterSpec) (benchCluster, error) {
 		}
 		return benchCluster{url: url, stop: stop}, nil
 	}
-	cl, err := startEmbedded(ctx, spec.brokers, spec.bucket)
+	cl, err := startEmbedded(ctx, spec.brokers, spec.bucket, spec.remoteCache)
 	if err != nil {
 		return benchCluster{}, err
 	}
@@ -55,8 +58,9 @@ func warnLogger() *slog.Logger {
 
 // startEmbedded runs a cluster of n brokers in this process on a temporary
 // directory, for benchmarking without a separate server. Tiered topics go
-// to bucket, or to a local directory when it is nil.
-func startEmbedded(ctx context.Context, n int, bucket tier.Bucket) (*embedded.Cluster, error) {
+// to bucket, or to a local directory when it is nil; remoteCache bounds
+// each broker's disk cache of them (0: none).
+func startEmbedded(ctx context.Context, n int, bucket tier.Bucket, remoteCache int64) (*embedded.Cluster, error) {
 	return embedded.Start(ctx, embedded.Options{Brokers: n, Bucket: bucket, LocalBucket: bucket == nil,
 		Logger: warnLogger(),
 		Broker: func(_ int, o *broker.Options) {
@@ -64,5 +68,6 @@ func startEmbedded(ctx context.Context, n int, bucket tier.Bucket) (*embedded.Cl
 			// A cache smaller than the data the cold bench reads, so that it
 			// measures the object store and not memory.
 			o.ColdRead = tier.ColdReaderOptions{CacheBytes: 8 << 20}
+			o.RemoteCacheBytes = remoteCache
 		}})
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,12 @@ type Options struct {
 	OrphanGrace time.Duration
 	// ColdRead tunes reads served from the object store.
 	ColdRead tier.ColdReaderOptions
+	// RemoteCacheBytes bounds the disk cache of remote segments read back
+	// (DataDir/remote-cache, unless ColdRead.DiskCacheDir says otherwise):
+	// a segment read again is served from there with sendfile. Default 0:
+	// no disk cache, the memory one only (`sluice broker` and `sluice dev`
+	// default to 1 GiB).
+	RemoteCacheBytes int64
 	// PeerAddresses overrides the registered address of other brokers when
 	// this one dials them (address translation, proxies). Default none.
 	PeerAddresses map[int32]string
@@ -366,6 +373,12 @@ func New(opts Options) (*Broker, error) {
 		co := opts.ColdRead
 		if co.Logger == nil {
 			co.Logger = b.log
+		}
+		if co.DiskCacheBytes == 0 {
+			co.DiskCacheBytes = opts.RemoteCacheBytes
+		}
+		if co.DiskCacheDir == "" && opts.DataDir != "" {
+			co.DiskCacheDir = filepath.Join(opts.DataDir, "remote-cache")
 		}
 		b.cold = tier.NewColdReader(opts.Bucket, co)
 	}

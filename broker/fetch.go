@@ -131,7 +131,7 @@ func (b *Broker) handleFetch(w http.ResponseWriter, r *http.Request) {
 	h.Set(api.HeaderNextOffset, strconv.FormatInt(f.NextOffset, 10))
 	h.Set(api.HeaderHighWatermark, strconv.FormatInt(f.HighWatermark, 10))
 	logStart := f.LogStart
-	if f.Cold != nil {
+	if f.Remote {
 		logStart = p.positions().LogStartOffset
 	}
 	h.Set(api.HeaderLogStartOffset, strconv.FormatInt(logStart, 10))

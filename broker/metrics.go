@@ -45,6 +45,16 @@ var (
 		"Batch bytes this broker served to consumers (follower fetches not included).", nil, nil)
 	descTierCorrupt = prometheus.NewDesc("sluice_tier_corrupt_reads_total",
 		"Reads of tiered segments refused because an object failed its checks (REMOTE_CORRUPT), by object: index or log.", []string{"object"}, nil)
+	descRemoteCacheHits = prometheus.NewDesc("sluice_tier_remote_cache_hits_total",
+		"Cold reads served from the disk cache of remote segments (--remote-cache-bytes).", nil, nil)
+	descRemoteCacheMisses = prometheus.NewDesc("sluice_tier_remote_cache_misses_total",
+		"Cold reads that found no usable file in the disk cache and read the object store.", nil, nil)
+	descRemoteCacheEvictions = prometheus.NewDesc("sluice_tier_remote_cache_evictions_total",
+		"Files the disk cache removed to stay within its bound.", nil, nil)
+	descRemoteCacheCorrupt = prometheus.NewDesc("sluice_tier_remote_cache_corrupt_total",
+		"Disk-cache files that no longer matched their segment's record: removed, not served, and fetched again.", nil, nil)
+	descRemoteCacheBytes = prometheus.NewDesc("sluice_tier_remote_cache_bytes",
+		"Disk the remote-segment cache holds, files being assembled included.", nil, nil)
 )
 
 var partitionLabels = []string{"topic", "partition"}
@@ -53,6 +63,7 @@ type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLogStart, descLocalStart, descRemoteEnd, descHW, descLEO, descLeader, descISR, descReadOnly, descFailedLogs, descController, descTierCorrupt,
+		descRemoteCacheHits, descRemoteCacheMisses, descRemoteCacheEvictions, descRemoteCacheCorrupt, descRemoteCacheBytes,
 		descProducedRecords, descProducedBytes, descFetchedRecords, descFetchedBytes} {
 		ch <- d
 	}
@@ -81,6 +92,11 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		st := c.b.cold.Stats()
 		ch <- prometheus.MustNewConstMetric(descTierCorrupt, prometheus.CounterValue, float64(st.CorruptIndexes), "index")
 		ch <- prometheus.MustNewConstMetric(descTierCorrupt, prometheus.CounterValue, float64(st.CorruptLogs), "log")
+		counter(descRemoteCacheHits, st.Disk.Hits)
+		counter(descRemoteCacheMisses, st.Disk.Misses)
+		counter(descRemoteCacheEvictions, st.Disk.Evictions)
+		counter(descRemoteCacheCorrupt, st.Disk.Corrupt)
+		gauge(descRemoteCacheBytes, float64(st.Disk.Bytes))
 	}
 	for _, p := range c.b.parts.all() {
 		l := []string{p.Topic, strconv.Itoa(int(p.ID))}

@@ -46,9 +46,10 @@ type FetchPartitionSpec struct {
 }
 
 // FetchedPartition is what FetchPartitions read for one partition. Either
-// Local (a segment file range, for sendfile) or Cold (views of cached
-// object-store chunks) holds the data; Size is their length. Close gives
-// Local's descriptor back.
+// Local (a segment file range, for sendfile: a local segment's, or a
+// remote one's in the disk cache) or Cold (views of cached object-store
+// chunks) holds the data; Size is their length. Close gives Local's
+// descriptor back.
 type FetchedPartition struct {
 	Err           error
 	NextOffset    int64
@@ -58,11 +59,16 @@ type FetchedPartition struct {
 	Local         commitlog.ReadResult
 	Cold          tier.Pieces
 	Size          int64
+	// Remote says the data came from the object store's records (Cold, or
+	// Local from the disk cache).
+	Remote bool
+	cold   tier.ColdRange // the disk cache's descriptor, closed by Close
 }
 
 // Close gives back what the read holds. It may be called more than once.
 func (f *FetchedPartition) Close() {
 	_ = f.Local.Close()
+	f.cold.Close()
 	f.Cold = nil
 }
 
@@ -200,12 +206,13 @@ func (b *Broker) readCold(ctx context.Context, p *Partition, ps FetchPartitionSp
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data, next, err := b.cold.ReadPieces(cctx, seg, ps.Offset, budget, ps.MaxRecords)
+	cr, err := b.cold.ReadRange(cctx, seg, ps.Offset, budget, ps.MaxRecords)
 	pos := p.positions()
-	f := FetchedPartition{Err: err, NextOffset: ps.Offset, HighWatermark: pos.HighWatermark, LogStart: pos.LocalStartOffset, LogEnd: pos.LogEndOffset}
+	f := FetchedPartition{Err: err, NextOffset: ps.Offset, HighWatermark: pos.HighWatermark, LogStart: pos.LocalStartOffset, LogEnd: pos.LogEndOffset, Remote: true}
 	if err != nil {
 		return f, true
 	}
+	next := cr.Next
 	if next == seg.Next {
 		// The consumer crosses into the next segment with its next fetch.
 		segs, _ := p.tier.snapshot()
@@ -213,7 +220,14 @@ func (b *Broker) readCold(ctx context.Context, p *Partition, ps FetchPartitionSp
 			b.cold.Prefetch(following)
 		}
 	}
-	f.Cold, f.Size, f.NextOffset = data, data.Len(), next
+	if cr.File != nil {
+		// The disk cache's file: written out as a local segment's is.
+		f.cold = cr
+		f.Local = commitlog.ReadResult{File: cr.File, Position: cr.Position, Size: cr.Size, NextOffset: next}
+		f.Size, f.NextOffset = cr.Size, next
+		return f, true
+	}
+	f.Cold, f.Size, f.NextOffset = cr.Pieces, cr.Size, next
 	return f, true
 }
 

@@ -22,6 +22,11 @@ type RemoteSegment struct {
 	IndexSize int64 `json:"index_size"`
 	// SHA256 of the log object, checked after upload against a read-back.
 	SHA256 string `json:"sha256"`
+	// CRC64NVME is the log object's CRC-64/NVME, 16 hex digits, computed
+	// from the local segment and checked against the store's after upload
+	// (when it reports one); the disk cache proves its files with it
+	// (diskcache.go). Empty in records written before it was added.
+	CRC64NVME string `json:"crc64nvme,omitempty"`
 	// Epochs is the leader-epoch lineage inside the segment.
 	Epochs []commitlog.EpochEntry `json:"epochs"`
 	// LeaderEpoch is the epoch of the leader that uploaded it.

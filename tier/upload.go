@@ -80,7 +80,7 @@ func (u *Uploader) UploadNext(ctx context.Context, leaderEpoch int32, remote []R
 		return nil, err
 	}
 	rec := RemoteSegment{
-		ID: newID(), Base: start, Next: seg.Next, Size: n, SHA256: sum,
+		ID: newID(), Base: start, Next: seg.Next, Size: n, SHA256: sum, CRC64NVME: fmt.Sprintf("%016x", crc),
 		Epochs: u.Log.EpochsIn(start, seg.Next), LeaderEpoch: leaderEpoch, MaxTimestamp: maxTS,
 		UploadedAt: u.now().UnixMilli(),
 	}

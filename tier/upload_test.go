@@ -46,6 +46,12 @@ func (m *memMeta) Remove(context.Context, RemoteSegment) error { return nil }
 // every 4 batches, all committed.
 func testLog(t *testing.T, n int) *commitlog.Log {
 	t.Helper()
+	return testLogValues(t, n, "v-%d")
+}
+
+// testLogValues is testLog with the values format(offset).
+func testLogValues(t *testing.T, n int, format string) *commitlog.Log {
+	t.Helper()
 	fsys, err := commitlog.NewOSFS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +65,7 @@ func testLog(t *testing.T, n int) *commitlog.Log {
 	for i := 0; i < n; i++ {
 		recs := make([]recordbatch.Record, 10)
 		for j := range recs {
-			recs[j] = recordbatch.Record{Timestamp: 1000, Value: []byte(fmt.Sprintf("v-%d", i*10+j))}
+			recs[j] = recordbatch.Record{Timestamp: 1000, Value: []byte(fmt.Sprintf(format, i*10+j))}
 		}
 		b, err := recordbatch.Encode(nil, recs, recordbatch.Options{})
 		if err != nil {

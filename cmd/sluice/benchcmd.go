@@ -99,6 +99,7 @@ func benchThroughputCmd(ctx context.Context, mode string, args []string) error {
 	s3 := addS3Flags(fs)
 	fs.BoolVar(&c.Cold, "cold", false, "consume: produce --records into a tiered topic and a plain one, wait until the tiered one is in the object store, then read both from offset 0 in alternating rounds (embedded cluster: objects in a temporary directory, or the --s3-* store)")
 	fs.IntVar(&c.Records, "records", c.Records, "consume --cold and --group: records to write to each topic (--cold: 2000000 unless given, so that most of them are in closed 4 MiB segments)")
+	fs.Int64Var(&c.RemoteCacheBytes, "remote-cache-bytes", c.RemoteCacheBytes, "consume --cold (started cluster): each broker's disk cache of remote segments, as `sluice broker --remote-cache-bytes`; rounds after the first read the tiered topic from it; 0: off, every round reads the object store")
 	fs.BoolVar(&c.Group, "group", false, "consume: read the topic through a consumer group (members committing every poll) and with plain partition fetches, in alternating rounds; report the ratio and commit latency")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (load generator included) to this file")
 	mutexProfile := fs.String("mutexprofile", "", "write a profile of mutex contention in the whole process (embedded cluster included) to this file: where goroutines waited on locks others held")

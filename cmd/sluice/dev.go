@@ -31,6 +31,7 @@ func runDev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", envOr("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	kafkaAddr := fs.String("kafka-addr", envOr("SLUICE_KAFKA_ADDR", ""), "serve Kafka's wire protocol: broker N listens on host:PORT+N-1, and host:PORT is the bootstrap (env SLUICE_KAFKA_ADDR; default: none, no port opened)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
+	remoteCache := addRemoteCacheFlag(fs)
 	limits := addLimitFlags(fs, api.LimitScopeGateway, api.LimitScopeBroker)
 	authf := addAuthFlags(fs)
 	originf := addOriginFlags(fs)
@@ -42,6 +43,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *nBrokers < 1 || *nBrokers > 9 {
 		return errors.New("--brokers must be 1 to 9")
+	}
+	if *remoteCache < 0 {
+		return errors.New("--remote-cache-bytes must be 0 (off) or positive")
 	}
 	kafkaAddrOf, err := kafkaAddrs(*kafkaAddr, *nBrokers)
 	if err != nil {
@@ -74,6 +78,7 @@ func runDev(ctx context.Context, args []string) error {
 			o.ClusterSecret = secret
 			o.Auth = broker.AuthOptions{Required: authOpts.Required, SuperUsers: authOpts.SuperUsers}
 			o.CleanerInterval = *cleanerInterval
+			o.RemoteCacheBytes = *remoteCache
 			o.MaxPartitionsPerBroker = limits.maxPartitionsPerBroker()
 			o.MaxGroupsPerCoordinator = limits.maxGroupsPerCoordinator()
 			o.Kafka = broker.KafkaOptions{Addr: kafkaAddrOf(id), Limits: limits.kafkaLimits()}

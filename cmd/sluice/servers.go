@@ -126,6 +126,7 @@ func runBroker(ctx context.Context, args []string) error {
 	tierInterval := fs.Duration("tier-interval", envDuration("SLUICE_TIER_INTERVAL", 5*time.Second), "how often closed segments are copied to the object store (env SLUICE_TIER_INTERVAL)")
 	cleanerInterval := fs.Duration("cleaner-interval", envDuration("SLUICE_CLEANER_INTERVAL", 15*time.Second), "how often compacted topics' closed segments are cleaned (env SLUICE_CLEANER_INTERVAL)")
 	drainTimeout := fs.Duration("drain-timeout", envDuration("SLUICE_DRAIN_TIMEOUT", 30*time.Second), "on SIGTERM, wait up to this long for this broker's leaderships to move to other replicas before stopping; 0 stops at once (env SLUICE_DRAIN_TIMEOUT)")
+	remoteCache := addRemoteCacheFlag(fs)
 	openFiles := fs.Int("open-segment-files", envInt("SLUICE_OPEN_SEGMENT_FILES", commitlog.DefaultMaxOpenFiles), "segment file descriptors kept open between uses, across every partition here; more open while more are in use at once (env SLUICE_OPEN_SEGMENT_FILES)")
 	orphanGrace := fs.Duration("tier-orphan-grace", envDuration("SLUICE_TIER_ORPHAN_GRACE", 10*time.Minute), "objects no record names are deleted once this old; longer than any upload (env SLUICE_TIER_ORPHAN_GRACE)")
 	zk := addZKFlags(fs)
@@ -161,6 +162,9 @@ func runBroker(ctx context.Context, args []string) error {
 	if *recheck <= 0 {
 		return fmt.Errorf("--failed-log-recheck must be positive")
 	}
+	if *remoteCache < 0 {
+		return fmt.Errorf("--remote-cache-bytes must be 0 (off) or positive")
+	}
 	logger := newLogger(*logLevel) // the broker adds its id to every line
 	c, err := zk.dial(ctx, logger)
 	if err != nil {
@@ -187,6 +191,7 @@ func runBroker(ctx context.Context, args []string) error {
 		PeerAddresses: peers, Logger: logger, TierInterval: *tierInterval, OrphanGrace: *orphanGrace,
 		CleanerInterval: *cleanerInterval, MaxPartitionsPerBroker: limits.maxPartitionsPerBroker(),
 		OpenSegmentFiles:        *openFiles,
+		RemoteCacheBytes:        *remoteCache,
 		MaxGroupsPerCoordinator: limits.maxGroupsPerCoordinator(),
 		Bucket:                  bucket, // nil: local only
 		ClusterSecret:           secret,
@@ -341,4 +346,16 @@ func (s s3Flags) openS3(ctx context.Context) (*tier.S3, error) {
 		return nil, fmt.Errorf("S3 %s/%s: %w", *s.endpoint, *s.bucket, err)
 	}
 	return b, nil
+}
+
+// defaultRemoteCacheBytes is --remote-cache-bytes' default: enough for a
+// few hundred segments of a replay to be read again from local disk,
+// small beside a broker's data directory.
+const defaultRemoteCacheBytes = 1 << 30
+
+// addRemoteCacheFlag adds --remote-cache-bytes, the bound of the broker's
+// disk cache of remote segments (broker.Options.RemoteCacheBytes).
+func addRemoteCacheFlag(fs *flag.FlagSet) *int64 {
+	return fs.Int64("remote-cache-bytes", envInt64("SLUICE_REMOTE_CACHE_BYTES", defaultRemoteCacheBytes),
+		"bound of the disk cache of tiered segments read back from the object store, under <data>/remote-cache: a segment read again is served from local disk with sendfile; 0: off, the memory cache only (env SLUICE_REMOTE_CACHE_BYTES)")
 }
