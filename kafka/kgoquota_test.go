@@ -64,8 +64,16 @@ func TestKgoProduceQuota(t *testing.T) {
 	prod := newKgo(t, cl, kgo.ClientID("capped"), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(maxBatch), kgo.WithHooks(throttleHook{&throttles}))
 	value := bytes.Repeat([]byte("x"), valueSize)
+	// Each round produces two seconds of the rate at once, so the debt
+	// comes however slowly one produce is answered on a loaded machine
+	// (one record a round would pace itself under the rate at 50 ms a
+	// produce).
 	testwait.Check(t, 60*time.Second, "a produce answered with a throttle", func() error {
-		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: value}).FirstErr(); err != nil {
+		var round []*kgo.Record
+		for range 2 * rate / valueSize {
+			round = append(round, &kgo.Record{Topic: "orders", Value: value})
+		}
+		if err := prod.ProduceSync(ctx, round...).FirstErr(); err != nil {
 			return err
 		}
 		if throttles.Load() == 0 {
