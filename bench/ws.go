@@ -48,6 +48,14 @@ type WSOptions struct {
 	// HeapProfile, when set, is a file the process's heap profile is
 	// written to while the consumers are open, after the measurement.
 	HeapProfile string
+	// URL, when set, is a running gateway (`sluice dev`) to open the
+	// consumers against instead of an embedded cluster; PID is its process,
+	// whose resident set is read from /proc/PID/status, from outside, as an
+	// operator would (no collection forced first), and heap and goroutines
+	// from its /metrics. Its WebSocket limits must admit Connections + 1
+	// from 127.0.0.1. Default: none, an embedded cluster.
+	URL string
+	PID int
 	// Binary is the sluice binary whose `sluice bench ws --client` opens
 	// the consumers in a child process. Default: this process's executable.
 	Binary string
@@ -74,12 +82,23 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 {
 		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
 	}
-	cl, err := startWSBenchCluster(ctx, o.Connections)
-	if err != nil {
-		return err
+	if (o.URL == "") != (o.PID == 0) {
+		return errors.New("--url and --pid go together")
 	}
-	defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
-	url := cl.URL()
+	url := o.URL
+	measure := measureProcess
+	where := "this process (broker and gateway), after a forced collection"
+	if url == "" {
+		cl, err := startWSBenchCluster(ctx, o.Connections)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
+		url = cl.URL()
+	} else {
+		where = fmt.Sprintf("process %d from outside: VmRSS, and heap and goroutines from its /metrics", o.PID)
+		measure = func() processMeasure { return measureOutside(ctx, url, o.PID) }
+	}
 	if err := ensureTopic(url, "bench-ws", o.Partitions, 1, nil); err != nil {
 		return err
 	}
@@ -94,7 +113,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	before := measureProcess()
+	before := measure()
 
 	exe := o.Binary
 	if exe == "" {
@@ -132,8 +151,8 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		return err
 	}
 	time.Sleep(o.Hold)
-	during := measureProcess()
-	if o.HeapProfile != "" {
+	during := measure()
+	if o.HeapProfile != "" && o.URL == "" {
 		if err := writeProfile("heap", o.HeapProfile); err != nil {
 			return err
 		}
@@ -153,7 +172,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		}
 	}
 	time.Sleep(time.Second)
-	after := measureProcess()
+	after := measure()
 
 	per := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
 	kind := "partition streams"
@@ -162,6 +181,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	}
 	out.printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
 		o.Connections, kind, o.Credit, o.Partitions, opened.Round(time.Millisecond), open-1)
+	out.printf("measured: %s\n", where)
 	out.printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
 	for _, m := range []struct {
 		name string
@@ -310,16 +330,39 @@ func measureProcess() processMeasure {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := processMeasure{heap: int64(ms.HeapAlloc), goroutines: runtime.NumGoroutine()}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				m.rss = kb << 10
-			}
-		}
+	return processMeasure{heap: int64(ms.HeapAlloc), goroutines: runtime.NumGoroutine(), rss: readVmRSS("/proc/self/status")}
+}
+
+// measureOutside reads another process's resident set from /proc and the
+// gateway's heap and goroutines from its /metrics, without forcing a
+// collection: what an operator watching the process sees. A figure it
+// cannot read is 0.
+func measureOutside(ctx context.Context, url string, pid int) processMeasure {
+	var m processMeasure
+	m.rss = readVmRSS(fmt.Sprintf("/proc/%d/status", pid))
+	if v, err := scrapeGauge(ctx, url, "go_memstats_heap_alloc_bytes"); err == nil {
+		m.heap = int64(v)
+	}
+	if v, err := scrapeGauge(ctx, url, "go_goroutines"); err == nil {
+		m.goroutines = int(v)
 	}
 	return m
+}
+
+// readVmRSS returns the VmRSS of a /proc/…/status file in bytes, 0 when
+// it cannot be read.
+func readVmRSS(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // scrapeGauge reads one unlabelled sample from a gateway's /metrics.

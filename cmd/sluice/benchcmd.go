@@ -259,6 +259,8 @@ func benchWSCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Groups, "groups", o.Groups, "with N > 0, the consumers are WebSocket members of N consumer groups (bench-ws-0 …), each group sharing the partitions among its members, instead of partition streams")
 	fs.DurationVar(&o.Hold, "hold", o.Hold, "how long the consumers stay open before memory is measured")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile of this process (the gateway and broker) to this file while the consumers are open")
+	fs.StringVar(&o.URL, "url", "", "a running gateway (sluice dev) to measure instead of an embedded cluster; needs --pid, and WebSocket limits that admit --connections + 1 from 127.0.0.1")
+	fs.IntVar(&o.PID, "pid", 0, "with --url: the gateway's process, whose VmRSS is read from /proc/PID/status")
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
 	if err := fs.Parse(args); err != nil {
 		return err
