@@ -68,7 +68,7 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())
+	conn, err := g.acceptWS(w, r)
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
