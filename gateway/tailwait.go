@@ -13,8 +13,8 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
-// tails shares one long poll per partition among the WebSocket streams
-// waiting at its end. A stream whose last fetch found nothing waits here
+// tails shares one long poll per partition among the WebSocket and SSE
+// streams waiting at its end. A stream whose last fetch found nothing waits here
 // instead of long-polling the leader itself: one poll per partition (a
 // goroutine the gateway owns, on its WaitGroup) asks the leader for the
 // lowest offset any waiter is at, and when data arrives (or the poll
@@ -287,10 +287,10 @@ func (ts *tails) pollOnce(ctx context.Context, k tailKey, from int64) (*tailData
 func (ts *tails) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_gateway_ws_tail_polls", Help: "Partitions long-polled on behalf of WebSocket streams waiting at their end (one poll each).",
+			Name: "sluice_gateway_ws_tail_polls", Help: "Partitions long-polled on behalf of WebSocket and SSE streams waiting at their end (one poll each).",
 		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(len(ts.m)) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_gateway_ws_tail_waiters", Help: "WebSocket streams waiting at the end of their partition on a shared poll.",
+			Name: "sluice_gateway_ws_tail_waiters", Help: "WebSocket and SSE streams waiting at the end of their partition on a shared poll.",
 		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(ts.waiting) }),
 	}
 }
