@@ -165,3 +165,37 @@ func TestSSEIdleStreamsShareThePolls(t *testing.T) {
 		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
 	})
 }
+
+// A stream waiting with credit at its partition's end holds one goroutine
+// (its reader), not a writer too: its writer parks until the shared poll
+// wakes it, and a record still reaches it at once.
+func TestWSIdleStreamHoldsOneGoroutine(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := gauge(t, cl.base, "go_goroutines")
+	const n = 100
+	conns := make([]*websocket.Conn, n)
+	for i := range conns {
+		c, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/2/ws?offset=latest&credit=10"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		conns[i] = c
+	}
+	waitFor(t, 20*time.Second, "every stream waiting on the shared poll", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n
+	})
+	// The shared poll and its broker side, and whatever else the process
+	// runs meanwhile, take a few more; two per stream would be 200.
+	if got := gauge(t, cl.base, "go_goroutines") - before; got > n+n/4 {
+		t.Fatalf("%v more goroutines for %d idle streams, want about one each", got, n)
+	}
+	cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": "wake", "partition": 2}}}, nil)
+	for i, c := range conns {
+		if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"value":"wake"`) {
+			t.Fatalf("stream %d: frame %s, %v", i, b, err)
+		}
+	}
+}
