@@ -42,6 +42,9 @@ type WSOptions struct {
 	// many consumer groups (bench-ws-0 …), each group sharing the
 	// partitions among its members, instead of partition streams. Default 0.
 	Groups int
+	// SSE makes the consumers Server-Sent Events partition streams
+	// instead of WebSockets (not with Groups). Default false.
+	SSE bool
 	// Hold is how long the consumers stay open before memory is measured.
 	// Default 3 s.
 	Hold time.Duration
@@ -69,7 +72,7 @@ func DefaultWS() WSOptions {
 	return WSOptions{Connections: 10_000, Partitions: 8, Hold: 3 * time.Second}
 }
 
-// WS is `sluice bench ws`: what an idle WebSocket consumer costs a gateway.
+// WS is `sluice bench ws`: what an idle WebSocket (or SSE) consumer costs a gateway.
 // It runs an embedded cluster (one broker and a gateway) in this process and
 // opens Connections idle partition streams from a child process (Binary's
 // `sluice bench ws --client`, which runs WSClient), so that the clients'
@@ -79,8 +82,8 @@ func DefaultWS() WSOptions {
 func WS(ctx context.Context, o WSOptions) (err error) {
 	out := newFigures(o.Out)
 	defer out.done(&err)
-	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 {
-		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
+	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 || (o.SSE && o.Groups > 0) {
+		return errors.New("--connections and --partitions must be >= 1, --groups >= 0, and --sse goes without --groups")
 	}
 	if (o.URL == "") != (o.PID == 0) {
 		return errors.New("--url and --pid go together")
@@ -122,7 +125,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		}
 	}
 	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(o.Connections),
-		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups))
+		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups), "--sse="+strconv.FormatBool(o.SSE))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -175,11 +178,13 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	after := measure()
 
 	per := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
-	kind := "partition streams"
-	if o.Groups > 0 {
-		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", o.Groups)
+	kind := "WebSocket partition streams"
+	if o.SSE {
+		kind = "SSE partition streams"
+	} else if o.Groups > 0 {
+		kind = fmt.Sprintf("WebSocket members of %d groups; the broker's group state is in this process too", o.Groups)
 	}
-	out.printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+	out.printf("%d idle consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
 		o.Connections, kind, o.Credit, o.Partitions, opened.Round(time.Millisecond), open-1)
 	out.printf("measured: %s\n", where)
 	out.printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
@@ -212,6 +217,9 @@ func startWSBenchCluster(ctx context.Context, n int) (*embedded.Cluster, error) 
 func WSClient(url string, o WSOptions, in io.Reader) error {
 	n, credit, partitions, groups := o.Connections, o.Credit, o.Partitions, o.Groups
 	ws := "ws" + strings.TrimPrefix(url, "http")
+	if o.SSE {
+		return sseClient(url, o, in)
+	}
 	conns := make([]*websocket.Conn, n)
 	var (
 		wg       sync.WaitGroup
@@ -268,6 +276,58 @@ func WSClient(url string, o WSOptions, in io.Reader) error {
 	for _, c := range conns {
 		c.CloseNow()
 	}
+	return nil
+}
+
+// sseClient is WSClient for SSE partition streams: each a request of its
+// own on its own connection, its body read (and dropped) until in ends.
+func sseClient(url string, o WSOptions, in io.Reader) error {
+	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends every stream
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, 64)
+	for i := range o.Connections {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/sse?offset=0", url, i%o.Partitions), nil)
+			var resp *http.Response
+			if err == nil {
+				resp, err = hc.Do(req)
+			}
+			if err == nil && resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("stream %d: %w", i, err)
+				}
+				errMu.Unlock()
+				return
+			}
+			go func() {
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body)
+			}()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if _, err := fmt.Fprintln(cmp.Or(o.Out, io.Writer(os.Stdout)), "ready"); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, in)
 	return nil
 }
 
