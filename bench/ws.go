@@ -78,7 +78,9 @@ func DefaultWS() WSOptions {
 // `sluice bench ws --client`, which runs WSClient), so that the clients'
 // memory is not counted; it reports the process's heap and RSS, and
 // goroutines, per connection, and the delivery latency of a new record to
-// one more consumer while the idle ones are open.
+// one more consumer while the idle ones are open. With URL and PID it opens
+// them against that running gateway instead and reads its resident set
+// from outside (/proc/PID/status), as an operator would.
 func WS(ctx context.Context, o WSOptions) (err error) {
 	out := newFigures(o.Out)
 	defer out.done(&err)
