@@ -42,12 +42,23 @@ type WSOptions struct {
 	// many consumer groups (bench-ws-0 …), each group sharing the
 	// partitions among its members, instead of partition streams. Default 0.
 	Groups int
+	// SSE makes the consumers Server-Sent Events partition streams
+	// instead of WebSockets (not with Groups). Default false.
+	SSE bool
 	// Hold is how long the consumers stay open before memory is measured.
 	// Default 3 s.
 	Hold time.Duration
 	// HeapProfile, when set, is a file the process's heap profile is
 	// written to while the consumers are open, after the measurement.
 	HeapProfile string
+	// URL, when set, is a running gateway (`sluice dev`) to open the
+	// consumers against instead of an embedded cluster; PID is its process,
+	// whose resident set is read from /proc/PID/status, from outside, as an
+	// operator would (no collection forced first), and heap and goroutines
+	// from its /metrics. Its WebSocket limits must admit Connections + 1
+	// from 127.0.0.1. Default: none, an embedded cluster.
+	URL string
+	PID int
 	// Binary is the sluice binary whose `sluice bench ws --client` opens
 	// the consumers in a child process. Default: this process's executable.
 	Binary string
@@ -61,25 +72,38 @@ func DefaultWS() WSOptions {
 	return WSOptions{Connections: 10_000, Partitions: 8, Hold: 3 * time.Second}
 }
 
-// WS is `sluice bench ws`: what an idle WebSocket consumer costs a gateway.
+// WS is `sluice bench ws`: what an idle WebSocket (or SSE) consumer costs a gateway.
 // It runs an embedded cluster (one broker and a gateway) in this process and
 // opens Connections idle partition streams from a child process (Binary's
 // `sluice bench ws --client`, which runs WSClient), so that the clients'
 // memory is not counted; it reports the process's heap and RSS, and
 // goroutines, per connection, and the delivery latency of a new record to
-// one more consumer while the idle ones are open.
+// one more consumer while the idle ones are open. With URL and PID it opens
+// them against that running gateway instead and reads its resident set
+// from outside (/proc/PID/status), as an operator would.
 func WS(ctx context.Context, o WSOptions) (err error) {
 	out := newFigures(o.Out)
 	defer out.done(&err)
-	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 {
-		return errors.New("--connections and --partitions must be >= 1, --groups >= 0")
+	if o.Connections < 1 || o.Partitions < 1 || o.Groups < 0 || (o.SSE && o.Groups > 0) {
+		return errors.New("--connections and --partitions must be >= 1, --groups >= 0, and --sse goes without --groups")
 	}
-	cl, err := startWSBenchCluster(ctx, o.Connections)
-	if err != nil {
-		return err
+	if (o.URL == "") != (o.PID == 0) {
+		return errors.New("--url and --pid go together")
 	}
-	defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
-	url := cl.URL()
+	url := o.URL
+	measure := measureProcess
+	where := "this process (broker and gateway), after a forced collection"
+	if url == "" {
+		cl, err := startWSBenchCluster(ctx, o.Connections)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cl.Close() }() // a throwaway cluster: its data is deleted with it
+		url = cl.URL()
+	} else {
+		where = fmt.Sprintf("process %d from outside: VmRSS, and heap and goroutines from its /metrics", o.PID)
+		measure = func() processMeasure { return measureOutside(ctx, url, o.PID) }
+	}
 	if err := ensureTopic(url, "bench-ws", o.Partitions, 1, nil); err != nil {
 		return err
 	}
@@ -94,7 +118,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	before := measureProcess()
+	before := measure()
 
 	exe := o.Binary
 	if exe == "" {
@@ -103,7 +127,7 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		}
 	}
 	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(o.Connections),
-		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups))
+		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups), "--sse="+strconv.FormatBool(o.SSE))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -132,8 +156,8 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		return err
 	}
 	time.Sleep(o.Hold)
-	during := measureProcess()
-	if o.HeapProfile != "" {
+	during := measure()
+	if o.HeapProfile != "" && o.URL == "" {
 		if err := writeProfile("heap", o.HeapProfile); err != nil {
 			return err
 		}
@@ -153,15 +177,18 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		}
 	}
 	time.Sleep(time.Second)
-	after := measureProcess()
+	after := measure()
 
 	per := func(a, b int64) float64 { return float64(b-a) / float64(o.Connections) / 1024 }
-	kind := "partition streams"
-	if o.Groups > 0 {
-		kind = fmt.Sprintf("members of %d groups; the broker's group state is in this process too", o.Groups)
+	kind := "WebSocket partition streams"
+	if o.SSE {
+		kind = "SSE partition streams"
+	} else if o.Groups > 0 {
+		kind = fmt.Sprintf("WebSocket members of %d groups; the broker's group state is in this process too", o.Groups)
 	}
-	out.printf("%d idle WebSocket consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
+	out.printf("%d idle consumers (%s; credit %d, %d partitions), opened in %s; the gateway counted %.0f (plus the probe)\n",
 		o.Connections, kind, o.Credit, o.Partitions, opened.Round(time.Millisecond), open-1)
+	out.printf("measured: %s\n", where)
 	out.printf("%-8s %12s %12s %11s\n", "", "heap KiB", "RSS KiB", "goroutines")
 	for _, m := range []struct {
 		name string
@@ -192,6 +219,9 @@ func startWSBenchCluster(ctx context.Context, n int) (*embedded.Cluster, error) 
 func WSClient(url string, o WSOptions, in io.Reader) error {
 	n, credit, partitions, groups := o.Connections, o.Credit, o.Partitions, o.Groups
 	ws := "ws" + strings.TrimPrefix(url, "http")
+	if o.SSE {
+		return sseClient(url, o, in)
+	}
 	conns := make([]*websocket.Conn, n)
 	var (
 		wg       sync.WaitGroup
@@ -248,6 +278,58 @@ func WSClient(url string, o WSOptions, in io.Reader) error {
 	for _, c := range conns {
 		c.CloseNow()
 	}
+	return nil
+}
+
+// sseClient is WSClient for SSE partition streams: each a request of its
+// own on its own connection, its body read (and dropped) until in ends.
+func sseClient(url string, o WSOptions, in io.Reader) error {
+	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends every stream
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, 64)
+	for i := range o.Connections {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/sse?offset=0", url, i%o.Partitions), nil)
+			var resp *http.Response
+			if err == nil {
+				resp, err = hc.Do(req)
+			}
+			if err == nil && resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("stream %d: %w", i, err)
+				}
+				errMu.Unlock()
+				return
+			}
+			go func() {
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body)
+			}()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if _, err := fmt.Fprintln(cmp.Or(o.Out, io.Writer(os.Stdout)), "ready"); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, in)
 	return nil
 }
 
@@ -310,16 +392,39 @@ func measureProcess() processMeasure {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := processMeasure{heap: int64(ms.HeapAlloc), goroutines: runtime.NumGoroutine()}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				m.rss = kb << 10
-			}
-		}
+	return processMeasure{heap: int64(ms.HeapAlloc), goroutines: runtime.NumGoroutine(), rss: readVmRSS("/proc/self/status")}
+}
+
+// measureOutside reads another process's resident set from /proc and the
+// gateway's heap and goroutines from its /metrics, without forcing a
+// collection: what an operator watching the process sees. A figure it
+// cannot read is 0.
+func measureOutside(ctx context.Context, url string, pid int) processMeasure {
+	var m processMeasure
+	m.rss = readVmRSS(fmt.Sprintf("/proc/%d/status", pid))
+	if v, err := scrapeGauge(ctx, url, "go_memstats_heap_alloc_bytes"); err == nil {
+		m.heap = int64(v)
+	}
+	if v, err := scrapeGauge(ctx, url, "go_goroutines"); err == nil {
+		m.goroutines = int(v)
 	}
 	return m
+}
+
+// readVmRSS returns the VmRSS of a /proc/…/status file in bytes, 0 when
+// it cannot be read.
+func readVmRSS(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // scrapeGauge reads one unlabelled sample from a gateway's /metrics.

@@ -78,7 +78,7 @@ func (g *Gateway) handleGroupWebSocket(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())
+	conn, err := g.acceptWS(w, r)
 	if err != nil {
 		g.leaveDetached(r.Context(), group, joined.MemberID)
 		return // Accept wrote the HTTP error

@@ -129,6 +129,37 @@ func lastEventID(r *http.Request) string {
 	return r.URL.Query().Get("last_event_id")
 }
 
+// sseNext returns the records of fp's partition at offset. At the
+// partition's end (atEnd) it first waits on the partition's shared long
+// poll (tails) for up to sseHeartbeat, instead of long-polling the leader
+// itself, and renders what the poll read when it read at offset; so idle
+// SSE streams, like WebSockets, cost the broker one poll per partition and
+// hold no fetch of their own. A wait that runs out returns no records and
+// timedOut (time for a heartbeat). The fetches it makes never wait.
+func (g *Gateway) sseNext(ctx context.Context, fp fetchParams, offset int64, atEnd bool) (res api.FetchResponse, timedOut bool, err error) {
+	fp.wait = 0
+	if atEnd {
+		wctx, cancel := context.WithTimeout(ctx, sseHeartbeat)
+		d, ok := g.tails.wait(wctx, fp.topic, fp.partition, offset)
+		cancel()
+		if !ok {
+			return api.FetchResponse{NextOffset: offset, HighWatermark: offset}, ctx.Err() == nil, ctx.Err()
+		}
+		if d != nil && d.from == offset && !g.fetchQuotaApplies(ctx) {
+			res, err = renderFetched(fp, offset, d.raw, d.next, d.hw)
+			return res, false, err
+		}
+	}
+	res, err = g.fetchRecords(ctx, fp, offset)
+	return res, false, err
+}
+
+// sseAtEnd reports whether a stream that got res is at its partition's
+// end: nothing came, or what came reached the HW.
+func sseAtEnd(res api.FetchResponse) bool {
+	return len(res.Records) == 0 || res.NextOffset >= res.HighWatermark
+}
+
 // sseContext is the stream's context: it ends with the request or at the
 // gateway's shutdown.
 func (g *Gateway) sseContext(r *http.Request) (context.Context, context.CancelFunc) {
@@ -169,9 +200,10 @@ func (g *Gateway) handlePartitionSSE(w http.ResponseWriter, r *http.Request) {
 	if err := s.flush(); err != nil {
 		return
 	}
-	fp.maxRecords, fp.maxBytes, fp.wait = sseMaxRecords, sseMaxBytes, sseHeartbeat
+	fp.maxRecords, fp.maxBytes = sseMaxRecords, sseMaxBytes
+	atEnd := false
 	for ctx.Err() == nil {
-		res, err := g.fetchRecords(ctx, fp, offset)
+		res, timedOut, err := g.sseNext(ctx, fp, offset, atEnd)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -182,9 +214,10 @@ func (g *Gateway) handlePartitionSSE(w http.ResponseWriter, r *http.Request) {
 			s.fail(err)
 			return
 		}
+		atEnd = sseAtEnd(res)
 		if len(res.Records) == 0 {
 			offset = max(offset, res.NextOffset)
-			if s.heartbeat() != nil {
+			if timedOut && s.heartbeat() != nil {
 				return
 			}
 			continue
@@ -273,13 +306,20 @@ func (g *Gateway) handleTopicSSE(w http.ResponseWriter, r *http.Request) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			fp := fetchParams{topic: topic, partition: part, maxRecords: sseMaxRecords, maxBytes: sseMaxBytes / int64(max(n, 1)), wait: sseHeartbeat}
+			fp := fetchParams{topic: topic, partition: part, maxRecords: sseMaxRecords, maxBytes: sseMaxBytes / int64(max(n, 1))}
 			fp.maxBytes = max(fp.maxBytes, 64<<10)
 			offset := positions[part] // read before the writer starts changing it
+			atEnd := false
 			for ctx.Err() == nil {
-				res, err := g.fetchRecords(ctx, fp, offset)
+				res, timedOut, err := g.sseNext(ctx, fp, offset, atEnd)
 				if err != nil && g.waitThrottled(ctx, err) {
 					continue
+				}
+				if err == nil {
+					atEnd = sseAtEnd(res)
+					if timedOut {
+						continue // the writer's ticker sends the heartbeats
+					}
 				}
 				b := batch{p: part, res: res, err: err, done: make(chan struct{})}
 				select {

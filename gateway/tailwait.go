@@ -13,8 +13,8 @@ import (
 	"github.com/sluice-io/sluice/brokerapi"
 )
 
-// tails shares one long poll per partition among the WebSocket streams
-// waiting at its end. A stream whose last fetch found nothing waits here
+// tails shares one long poll per partition among the WebSocket and SSE
+// streams waiting at its end. A stream whose last fetch found nothing waits here
 // instead of long-polling the leader itself: one poll per partition (a
 // goroutine the gateway owns, on its WaitGroup) asks the leader for the
 // lowest offset any waiter is at, and when data arrives (or the poll
@@ -46,21 +46,33 @@ type tail struct {
 // tailWaiter is one stream waiting at one partition. A group member waits
 // at each of its partitions with waiters that share one wake-up.
 type tailWaiter struct {
+	k      tailKey
+	t      *tail
 	offset int64
 	wake   *tailWake
 	data   *tailData // set before the wake-up: what the poll read, nil after a failure
 }
 
-// tailWake is closed once, by the first poll that finds something for any
-// of its waiters.
+// tailWake is fired once, by the first poll that finds something for any
+// of its waiters: it closes ch (wait, waitAny) or calls fn (join).
 type tailWake struct {
 	once sync.Once
 	ch   chan struct{}
+	fn   func()
 }
 
 func newTailWake() *tailWake { return &tailWake{ch: make(chan struct{})} }
 
-func (w *tailWake) fire() { w.once.Do(func() { close(w.ch) }) }
+func (w *tailWake) fire() {
+	w.once.Do(func() {
+		if w.ch != nil {
+			close(w.ch)
+		}
+		if w.fn != nil {
+			w.fn()
+		}
+	})
+}
 
 // tailData is a shared poll's answer, read-only: the batches at from.
 type tailData struct {
@@ -90,6 +102,37 @@ func (ts *tails) wait(ctx context.Context, topic string, partition int32, offset
 		return w.data, true // woken meanwhile
 	}
 	return nil, false
+}
+
+// join is wait without a goroutine that waits: it adds a waiter at offset
+// and returns at once. When the partition probably holds data at or past
+// offset (or a poll of it failed), wake is called, on the poll's goroutine
+// with ts.mu held: it must neither block nor call ts. woken then tells what
+// the poll read; leave removes a waiter that gives up.
+func (ts *tails) join(topic string, partition int32, offset int64, wake func()) *tailWaiter {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	_, w := ts.joinLocked(tailKey{topic, partition}, offset, &tailWake{fn: wake})
+	return w
+}
+
+// woken reports whether w's poll has woken it, with what it read (nil
+// after a failure).
+func (ts *tails) woken(w *tailWaiter) (*tailData, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, waiting := w.t.waiters[w]; waiting {
+		return nil, false
+	}
+	return w.data, true
+}
+
+// leave removes a waiter of join that gives up; it does nothing to one
+// already woken.
+func (ts *tails) leave(w *tailWaiter) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.leaveLocked(w.k, w.t, w)
 }
 
 // waitAny is wait at several partitions at once (a group member's, each
@@ -140,7 +183,7 @@ func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *ta
 		// stream ends with it, so none waits for a poll that never runs.
 		ts.g.goFunc(func() { ts.poll(pctx, k, t) })
 	}
-	w := &tailWaiter{offset: offset, wake: wake}
+	w := &tailWaiter{k: k, t: t, offset: offset, wake: wake}
 	t.waiters[w] = struct{}{}
 	ts.waiting++
 	return t, w
@@ -244,10 +287,10 @@ func (ts *tails) pollOnce(ctx context.Context, k tailKey, from int64) (*tailData
 func (ts *tails) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_gateway_ws_tail_polls", Help: "Partitions long-polled on behalf of WebSocket streams waiting at their end (one poll each).",
+			Name: "sluice_gateway_ws_tail_polls", Help: "Partitions long-polled on behalf of WebSocket and SSE streams waiting at their end (one poll each).",
 		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(len(ts.m)) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_gateway_ws_tail_waiters", Help: "WebSocket streams waiting at the end of their partition on a shared poll.",
+			Name: "sluice_gateway_ws_tail_waiters", Help: "WebSocket and SSE streams waiting at the end of their partition on a shared poll.",
 		}, func() float64 { ts.mu.Lock(); defer ts.mu.Unlock(); return float64(ts.waiting) }),
 	}
 }

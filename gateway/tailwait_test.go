@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	sluiceclient "github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/gateway"
 )
 
@@ -106,4 +107,95 @@ func TestWSGroupMembersShareThePolls(t *testing.T) {
 	waitFor(t, 20*time.Second, "the shared polls gone", func() bool {
 		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
 	})
+}
+
+// Idle SSE streams wait on the same shared polls as WebSockets instead of
+// each long-polling the leader: twenty partition streams and a topic
+// stream over four partitions cost four polls, and a record reaches every
+// stream at once.
+func TestSSEIdleStreamsShareThePolls(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	sc, err := sluiceclient.New(cl.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 20
+	var streams []*sluiceclient.SSEStream
+	for range n {
+		s, err := sc.PartitionSSE(ctx, "hostile", 0, "latest", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		streams = append(streams, s)
+	}
+	topic, err := sc.TopicSSE(ctx, "hostile", "latest", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	streams = append(streams, topic)
+	waitFor(t, 20*time.Second, "every stream waiting on a shared poll", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n+4
+	})
+	if got := gauge(t, cl.base, "sluice_gateway_ws_tail_polls"); got != 4 {
+		t.Fatalf("%v shared polls for streams on four partitions, want 4", got)
+	}
+	for round := range 2 {
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": round, "partition": 0}}}, nil)
+		for i, s := range streams {
+			ev, err := s.Next()
+			if err != nil {
+				t.Fatalf("stream %d, round %d: %v", i, round, err)
+			}
+			if !strings.Contains(string(ev.Data), fmt.Sprintf(`"value":%d`, round)) {
+				t.Fatalf("stream %d, round %d: event %q", i, round, ev.Data)
+			}
+		}
+		waitFor(t, 20*time.Second, "the streams waiting again", func() bool {
+			return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n+4
+		})
+	}
+	for _, s := range streams {
+		s.Close()
+	}
+	waitFor(t, 20*time.Second, "the shared polls gone", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0
+	})
+}
+
+// A stream waiting with credit at its partition's end holds one goroutine
+// (its reader), not a writer too: its writer parks until the shared poll
+// wakes it, and a record still reaches it at once.
+func TestWSIdleStreamHoldsOneGoroutine(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := gauge(t, cl.base, "go_goroutines")
+	const n = 100
+	conns := make([]*websocket.Conn, n)
+	for i := range conns {
+		c, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/2/ws?offset=latest&credit=10"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		conns[i] = c
+	}
+	waitFor(t, 20*time.Second, "every stream waiting on the shared poll", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == n
+	})
+	// The shared poll and its broker side, and whatever else the process
+	// runs meanwhile, take a few more; two per stream would be 200.
+	if got := gauge(t, cl.base, "go_goroutines") - before; got > n+n/4 {
+		t.Fatalf("%v more goroutines for %d idle streams, want about one each", got, n)
+	}
+	cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": "wake", "partition": 2}}}, nil)
+	for i, c := range conns {
+		if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"value":"wake"`) {
+			t.Fatalf("stream %d: frame %s, %v", i, b, err)
+		}
+	}
 }

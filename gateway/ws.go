@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,25 +69,24 @@ func (g *Gateway) handleWebSocket(w http.ResponseWriter, r *http.Request) {
 		apihttp.WriteError(w, err)
 		return
 	}
-	defer release()
-	conn, err := websocket.Accept(w, r, g.wsAcceptOptions())
+	conn, err := g.acceptWS(w, r)
 	if err != nil {
+		release()
 		return // Accept wrote the HTTP error
 	}
 	conn.SetReadLimit(4096)
-	s := &wsStream{g: g, conn: conn, fp: fp, binary: sq.binary, more: make(chan struct{}, 1)}
+	// The stream outlives this handler: its context keeps the request's
+	// values (the principal), not its end.
+	ctx, cancel, done := g.wsConns.open(context.WithoutCancel(r.Context()), conn)
+	s := &wsStream{g: g, conn: conn, fp: fp, binary: sq.binary,
+		ctx: ctx, cancel: cancel, done: done, release: release, readerDone: make(chan struct{}), running: true}
 	s.credit.Store(sq.credit)
-	ctx, cancel, done := g.wsConns.open(r.Context(), conn)
-	defer cancel()
-	readerDone := make(chan struct{})
 	go func() {
-		defer close(readerDone)
-		s.readCredits(cancel)
+		defer close(s.readerDone)
+		s.readCredits()
 	}()
-	err = s.stream(ctx)
-	done()
-	g.endStream(ctx, conn, err)
-	<-readerDone // ends with the connection
+	s.stopWake = context.AfterFunc(ctx, s.wake)
+	s.run() // in this goroutine until the stream first waits
 }
 
 // endStream closes a WebSocket stream as its handler's error says: an error
@@ -103,23 +104,119 @@ func (g *Gateway) endStream(ctx context.Context, conn *websocket.Conn, err error
 	}
 }
 
-// wsStream is one WebSocket consumer. Two goroutines: the handler's (stream,
-// the only writer) and readCredits (the only reader, which also takes the
-// answers to the gateway's pings), which ends with the connection and
-// cancels the stream's context; the handler waits for it before it returns.
+// wsStream is one WebSocket consumer. It has a goroutine that reads
+// (readCredits: the only reader, which also takes the answers to the
+// gateway's pings, ends with the connection and cancels ctx) and, only
+// while it has something to do, one that writes (run: the only writer).
+// A stream that waits, for credit or at the partition's end, parks: its
+// writer goroutine ends and what wakes it (credit from the reader, the
+// partition's shared poll, ctx's end) starts another. So an idle stream
+// holds one goroutine, its connection and its place on the shared poll;
+// its HTTP request, its handler's stack and every fetch buffer are gone.
+// The stream ends in run (finish), which waits for the reader and then
+// gives back the stream's place (release): wsConns' WaitGroup covers the
+// stream from admission to there.
 type wsStream struct {
 	g      *Gateway
 	conn   *websocket.Conn
 	fp     fetchParams
 	binary bool
 	credit atomic.Int64
-	more   chan struct{} // cap 1: credit arrived
-	hw     int64         // the HW the last fetch or shared poll saw (handler only)
+
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       func()        // wsConns.open's: unregisters, stops the pings
+	release    func()        // wsConns.admit's
+	stopWake   func() bool   // stops the AfterFunc that wakes the stream when ctx ends
+	readerDone chan struct{} // closed when readCredits returns
+
+	mu      sync.Mutex // guards running and kicked
+	running bool       // a goroutine runs the stream (or it has ended)
+	kicked  bool       // something happened since the running goroutine last looked
+
+	// The running goroutine's only.
+	started  bool        // the first offset is resolved
+	finished bool        // finish has begun
+	offset   int64       // the next offset to send
+	atEnd    bool        // the last fetch found the partition's end
+	hw       int64       // the HW the last fetch or shared poll saw
+	waiter   *tailWaiter // the stream's place on the partition's shared poll, while it waits there
+}
+
+// wake makes the stream look again: it starts a goroutine that runs it
+// when it is parked, or tells the running one. It never blocks.
+func (s *wsStream) wake() {
+	s.mu.Lock()
+	if s.running {
+		s.kicked = true
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
+	s.mu.Unlock()
+	go s.run()
+}
+
+// park ends the running goroutine's turn: true when the stream is parked
+// (the goroutine returns), false when it was woken since it last looked
+// (it looks again).
+func (s *wsStream) park() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kicked {
+		s.kicked = false
+		return false
+	}
+	s.running = false
+	return true
+}
+
+// run runs the stream until it parks or ends. A panic ends the stream
+// like an error, recovered, logged and counted as a handler's would be.
+func (s *wsStream) run() {
+	defer func() {
+		if v := recover(); v != nil {
+			s.g.log.Error("recovered a panic", "where", "ws", "topic", s.fp.topic, "partition", s.fp.partition, "panic", v, "stack", string(debug.Stack()))
+			s.g.metrics.panics.Inc()
+			s.conn.CloseNow()
+			s.finish(nil)
+		}
+	}()
+	for {
+		wait, err := s.step()
+		if !wait {
+			s.finish(err)
+			return
+		}
+		if s.park() {
+			return
+		}
+	}
+}
+
+// finish ends the stream: it leaves the shared poll, closes the
+// connection as err says, waits for the reader and gives back its place.
+// The stream is never parked again, so a late wake only sets kicked.
+func (s *wsStream) finish(err error) {
+	if s.finished {
+		return // a panic in finish, recovered: what is left of it is lost
+	}
+	s.finished = true
+	if s.waiter != nil {
+		s.g.tails.leave(s.waiter)
+		s.waiter = nil
+	}
+	s.stopWake()
+	s.done()
+	s.g.endStream(s.ctx, s.conn, err)
+	<-s.readerDone // ends with the connection
+	s.cancel()
+	s.release()
 }
 
 // readCredits reads {"credit":N} messages until the connection ends.
-func (s *wsStream) readCredits(cancel context.CancelFunc) {
-	defer cancel()
+func (s *wsStream) readCredits() {
+	defer s.cancel()
 	for {
 		// Without a deadline: a read whose context ends closes the
 		// connection, and the handler's close handshake (1001 at shutdown)
@@ -136,62 +233,73 @@ func (s *wsStream) readCredits(cancel context.CancelFunc) {
 		if s.credit.Add(credit) > maxCredit {
 			s.credit.Store(maxCredit)
 		}
-		select {
-		case s.more <- struct{}{}:
-		default:
-		}
+		s.wake()
 	}
 }
 
-// stream sends records while there is credit.
-func (s *wsStream) stream(ctx context.Context) error {
-	offset, err := s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
-	for err != nil && s.g.waitThrottled(ctx, err) {
-		offset, err = s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+// step sends records while there is credit and the partition has them:
+// wait when the stream must wait (for credit, or on the partition's shared
+// long poll, which it has joined), else the error that ends it (nil when
+// the client went or the gateway closes).
+func (s *wsStream) step() (wait bool, err error) {
+	ctx := s.ctx
+	if !s.started {
+		offset, err := s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+		for err != nil && s.g.waitThrottled(ctx, err) {
+			offset, err = s.g.resolveOffset(ctx, s.fp.topic, s.fp.partition, s.fp.offsetSpec)
+		}
+		if err != nil {
+			return false, err
+		}
+		s.offset, s.started = offset, true
 	}
-	if err != nil {
-		return err
-	}
-	atEnd := false
 	for {
-		for s.credit.Load() <= 0 {
-			select {
-			case <-s.more:
-			case <-ctx.Done():
-				return nil
-			}
+		// What happens from here on wakes the stream again (kicked), so a
+		// park that follows looks once more instead of missing it.
+		s.mu.Lock()
+		s.kicked = false
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if s.credit.Load() <= 0 {
+			return true, nil
 		}
 		var shared *tailData
-		if atEnd {
+		if s.atEnd {
 			// Wait on the partition's shared long poll; send what it read
 			// if it read at this offset, else fetch without waiting.
-			d, ok := s.g.tails.wait(ctx, s.fp.topic, s.fp.partition, offset)
-			if !ok {
-				return nil
+			if s.waiter == nil {
+				s.waiter = s.g.tails.join(s.fp.topic, s.fp.partition, s.offset, s.wake)
 			}
-			if d != nil && d.from == offset && !s.g.fetchQuotaApplies(ctx) {
+			d, woke := s.g.tails.woken(s.waiter)
+			if !woke {
+				return true, nil
+			}
+			s.waiter = nil
+			if d != nil && d.from == s.offset && !s.g.fetchQuotaApplies(ctx) {
 				shared = d
 			}
 		}
 		var next int64
 		if s.binary {
-			next, err = s.sendBatches(ctx, offset, shared)
+			next, err = s.sendBatches(ctx, s.offset, shared)
 		} else {
-			next, err = s.sendRecords(ctx, offset, shared)
+			next, err = s.sendRecords(ctx, s.offset, shared)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return false, nil
 			}
 			if s.g.waitThrottled(ctx, err) {
 				continue // over its quota: slowed down, not closed
 			}
-			return err
+			return false, err
 		}
 		// Nothing came, or what came reached the HW: the stream is at
 		// the partition's end, and a fetch would find nothing more.
-		atEnd = next == offset || next >= s.hw
-		offset = next
+		s.atEnd = next == s.offset || next >= s.hw
+		s.offset = next
 	}
 }
 

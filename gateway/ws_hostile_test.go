@@ -476,3 +476,41 @@ func TestWSCloseGoingAway(t *testing.T) {
 	}
 	waitGoroutines(t, g0, 5, 10*time.Second)
 }
+
+// A client may send frames right behind its upgrade request, before it has
+// read the answer: what the gateway read past the request is the stream's
+// first input. Here the only credit comes that way.
+func TestWSFramesBehindTheUpgrade(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	payload := []byte(`{"credit":5}`)
+	mask := [4]byte{1, 2, 3, 4}
+	frame := append([]byte{0x81, 0x80 | byte(len(payload))}, mask[:]...)
+	for i, b := range payload {
+		frame = append(frame, b^mask[i%4])
+	}
+	conn := rawConn(t, cl.base, fmt.Sprintf(wsUpgrade, "/v1/topics/hostile/partitions/3/ws?offset=0")+string(frame))
+	if line := readHead(t, conn); !strings.Contains(line, " 101 ") {
+		t.Fatalf("status line %q", line)
+	}
+	cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": "early", "partition": 3}}}, nil)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	hdr := make([]byte, 2)
+	if _, err := io.ReadFull(conn, hdr); err != nil {
+		t.Fatal(err)
+	}
+	n := int(hdr[1] & 0x7f)
+	if n == 126 {
+		ext := make([]byte, 2)
+		if _, err := io.ReadFull(conn, ext); err != nil {
+			t.Fatal(err)
+		}
+		n = int(ext[0])<<8 | int(ext[1])
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	if hdr[0] != 0x81 || !strings.Contains(string(body), `"value":"early"`) {
+		t.Fatalf("frame %x %s, want the record as text", hdr, body)
+	}
+}

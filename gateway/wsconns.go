@@ -70,7 +70,7 @@ type wsConns struct {
 	conns   map[*websocket.Conn]struct{}
 	perIP   map[string]int
 	total   int            // admitted handlers: upgrades under way and open connections
-	wg      sync.WaitGroup // one per admitted handler; Add only under mu while !closing
+	wg      sync.WaitGroup // one per admitted handler (a partition stream's until its writer finishes it, past the handler); Add only under mu while !closing
 
 	refused atomic.Int64 // upgrades refused by a connection limit
 	dead    atomic.Int64 // connections closed because a ping went unanswered
@@ -85,7 +85,8 @@ func newWSConns(lim StreamLimits) *wsConns {
 // admit reserves a place for one WebSocket handler of the client at r's
 // peer address, or returns TOO_MANY_REQUESTS (429, Retry-After) when the
 // gateway or that address is at its limit, or the gateway is shutting
-// down. The caller must call the release it returns when its handler ends.
+// down. The caller must call the release it returns when its handler (or
+// the stream it started) ends.
 func (c *wsConns) admit(r *http.Request) (release func(), err error) {
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -258,8 +258,11 @@ func benchWSCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Credit, "credit", o.Credit, "credit each consumer grants; with credit an idle stream waits on its partition's shared long poll (one per partition, not one per stream), without it it only answers pings")
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the topic the consumers spread over")
 	fs.IntVar(&o.Groups, "groups", o.Groups, "with N > 0, the consumers are WebSocket members of N consumer groups (bench-ws-0 …), each group sharing the partitions among its members, instead of partition streams")
+	fs.BoolVar(&o.SSE, "sse", false, "the consumers are Server-Sent Events partition streams instead of WebSockets")
 	fs.DurationVar(&o.Hold, "hold", o.Hold, "how long the consumers stay open before memory is measured")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile of this process (the gateway and broker) to this file while the consumers are open")
+	fs.StringVar(&o.URL, "url", "", "a running gateway (sluice dev) to measure instead of an embedded cluster; needs --pid, and WebSocket limits that admit --connections + 1 from 127.0.0.1")
+	fs.IntVar(&o.PID, "pid", 0, "with --url: the gateway's process, whose VmRSS is read from /proc/PID/status")
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
 	if err := fs.Parse(args); err != nil {
 		return err
