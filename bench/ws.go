@@ -299,27 +299,29 @@ func sseClient(url string, o WSOptions, in io.Reader) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/sse?offset=0", url, i%o.Partitions), nil)
-			var resp *http.Response
-			if err == nil {
-				resp, err = hc.Do(req)
-			}
-			if err == nil && resp.StatusCode != http.StatusOK {
-				resp.Body.Close()
-				err = fmt.Errorf("HTTP %d", resp.StatusCode)
-			}
-			if err != nil {
+			fail := func(err error) {
 				errMu.Lock()
 				if firstErr == nil {
 					firstErr = fmt.Errorf("stream %d: %w", i, err)
 				}
 				errMu.Unlock()
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/topics/bench-ws/partitions/%d/sse?offset=0", url, i%o.Partitions), nil)
+			if err != nil {
+				fail(err)
 				return
 			}
-			go func() {
-				defer resp.Body.Close()
-				_, _ = io.Copy(io.Discard, resp.Body)
-			}()
+			resp, err := hc.Do(req)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				fail(fmt.Errorf("HTTP %d", resp.StatusCode))
+				return
+			}
+			go drainBody(resp)
 		}()
 	}
 	wg.Wait()
@@ -331,6 +333,12 @@ func sseClient(url string, o WSOptions, in io.Reader) error {
 	}
 	_, _ = io.Copy(io.Discard, in)
 	return nil
+}
+
+// drainBody reads resp's body until it ends, then closes it.
+func drainBody(resp *http.Response) {
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
 }
 
 // dialProbe opens the latency probe: a JSON stream on partition 0 with
