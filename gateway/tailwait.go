@@ -41,6 +41,12 @@ type tailKey struct {
 type tail struct {
 	waiters map[*tailWaiter]struct{}
 	cancel  context.CancelFunc // ends the running poll
+
+	// While the poll asks the leader: the offset it asks at, and what ends
+	// that request so the poll asks again, lower, for a waiter that joins
+	// below it (nil between requests).
+	from    int64
+	restart context.CancelFunc
 }
 
 // tailWaiter is one stream waiting at one partition. A group member waits
@@ -183,6 +189,13 @@ func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *ta
 		// stream ends with it, so none waits for a poll that never runs.
 		ts.g.goFunc(func() { ts.poll(pctx, k, t) })
 	}
+	if t.restart != nil && offset < t.from {
+		// The poll asks past this waiter, whose records may be there
+		// already: it would wait for the next record after them, or its
+		// time out. It asks again, at the lowest offset.
+		t.restart()
+		t.restart = nil
+	}
 	w := &tailWaiter{k: k, t: t, offset: offset, wake: wake}
 	t.waiters[w] = struct{}{}
 	ts.waiting++
@@ -231,10 +244,23 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 				from = w.offset
 			}
 		}
+		rctx, restart := context.WithCancel(ctx)
+		t.from, t.restart = from, restart
 		ts.mu.Unlock()
 
-		data, moved := ts.pollOnce(ctx, k, from)
+		data, moved := ts.pollOnce(rctx, k, from)
+		ts.mu.Lock()
+		t.restart = nil
+		ts.mu.Unlock()
+		restarted := rctx.Err() != nil && ctx.Err() == nil
+		restart()
 		pause = 0
+		if restarted {
+			// A waiter joined below from (joinLocked): ask again at once,
+			// at the lowest offset; what this request read, if anything,
+			// that one reads too.
+			continue
+		}
 		if moved && (data == nil || len(data.raw) == 0) {
 			// It failed, or answered at once without batches: the next
 			// one could only do the same.
