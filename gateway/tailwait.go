@@ -25,11 +25,25 @@ import (
 // So 10,000 idle consumers of a partition cost the broker one long poll,
 // not 10,000, and the gateway one broker connection instead of one each.
 type tails struct {
-	g *Gateway
+	src tailSource
 
 	mu      sync.Mutex // guards m and every tail's waiters
 	m       map[tailKey]*tail
 	waiting int // waiters in all tails
+}
+
+// tailSource is what the shared polls need of their gateway.
+type tailSource interface {
+	// tailContext is the polls' context: it acts as the gateway (a poll
+	// serves the streams of any principal, each authorized when it
+	// started) and ends when the gateway closes.
+	tailContext() context.Context
+	// goFunc starts a goroutine the gateway waits for in Close; once
+	// closing it starts nothing and reports false.
+	goFunc(f func()) bool
+	// fetchFrom fetches raw batches from the partition's leader, waiting
+	// up to p.MaxWait for some at p.Offset.
+	fetchFrom(ctx context.Context, topic string, partition int32, p brokerapi.FetchParams) (*brokerapi.FetchResponse, error)
 }
 
 type tailKey struct {
@@ -86,7 +100,11 @@ type tailData struct {
 	raw            []byte
 }
 
-func newTails(g *Gateway) *tails { return &tails{g: g, m: map[tailKey]*tail{}} }
+func newTails(src tailSource) *tails { return &tails{src: src, m: map[tailKey]*tail{}} }
+
+func (g *Gateway) tailContext() context.Context {
+	return auth.WithPrincipal(g.ctx, brokerapi.PrincipalGateway)
+}
 
 // wait blocks until the partition probably holds data at or past offset
 // (or a poll of it failed): true, with the poll's answer when it has one;
@@ -180,14 +198,12 @@ func (ts *tails) waitAny(ctx context.Context, at []api.PartitionOffset) bool {
 func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *tailWaiter) {
 	t := ts.m[k]
 	if t == nil {
-		// The poll serves the streams of any principal (each authorized
-		// when it started): it asks the leader as the gateway.
-		pctx, cancel := context.WithCancel(auth.WithPrincipal(ts.g.ctx, brokerapi.PrincipalGateway))
+		pctx, cancel := context.WithCancel(ts.src.tailContext())
 		t = &tail{waiters: map[*tailWaiter]struct{}{}, cancel: cancel}
 		ts.m[k] = t
 		// Refused only once the gateway is closing: every waiter's
 		// stream ends with it, so none waits for a poll that never runs.
-		ts.g.goFunc(func() { ts.poll(pctx, k, t) })
+		ts.src.goFunc(func() { ts.poll(pctx, k, t) })
 	}
 	if t.restart != nil && offset < t.from {
 		// The poll asks past this waiter, whose records may be there
@@ -292,7 +308,7 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 func (ts *tails) pollOnce(ctx context.Context, k tailKey, from int64) (*tailData, bool) {
 	ctx, cancel := context.WithTimeout(ctx, wsIdlePollWait+wsRetryBudget)
 	defer cancel()
-	fr, err := ts.g.fetchFrom(ctx, k.topic, k.partition, brokerapi.FetchParams{
+	fr, err := ts.src.fetchFrom(ctx, k.topic, k.partition, brokerapi.FetchParams{
 		Offset: from, MaxBytes: defaultMaxBytes, MaxWait: wsIdlePollWait, LeaderEpoch: -1,
 	})
 	if err != nil {
