@@ -18,7 +18,8 @@ import (
 // instead of long-polling the leader itself: one poll per partition (a
 // goroutine the gateway owns, on its WaitGroup) asks the leader for the
 // lowest offset any waiter is at, and when data arrives (or the poll
-// fails) wakes every waiter with what it read (up to 1 MiB of batches):
+// fails) wakes every waiter it has records for (below the HW it saw;
+// every waiter after a failure) with what it read (up to 1 MiB of batches):
 // the waiters at the offset it was made at render that, the others fetch
 // for themselves, without waiting. A poll that times out with nothing
 // polls again while anyone waits, and ends when the last waiter leaves.
@@ -292,6 +293,11 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 		}
 		ts.mu.Lock()
 		for w := range t.waiters {
+			if data != nil && w.offset >= data.hw {
+				// Nothing for it yet (the poll asked below it, for
+				// another): it waits for the next answer.
+				continue
+			}
 			w.data = data
 			w.wake.fire()
 			delete(t.waiters, w)
