@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluice-io/sluice/api"
+	sluiceclient "github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/gateway"
 	"github.com/sluice-io/sluice/recordbatch"
 )
@@ -215,6 +216,132 @@ func TestWSStressParkAndWake(t *testing.T) {
 	}
 	for _, s := range ss {
 		s.c.CloseNow()
+	}
+	waitGoroutines(t, g0, 5, 20*time.Second)
+}
+
+// SSE streams, partition and topic ones, wait on the same shared polls
+// between the records produced while they read: each gets every record of
+// its partitions once, in order; some clients then go, and the gateway
+// closes under the others, leaving no goroutine behind.
+func TestSSEStressSharedPolls(t *testing.T) {
+	const (
+		partitions = 4
+		perPart    = 100
+	)
+	cl, gw := streamGateway(t, gateway.StreamLimits{})
+	g0, _ := settle()
+	sc, err := sluiceclient.New(cl.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stream struct {
+		name string
+		s    *sluiceclient.SSEStream
+		want map[int32]bool // the partitions it reads
+		done chan error
+	}
+	var ss []*stream
+	open := func(name string, want map[int32]bool, o func(ctx context.Context) (*sluiceclient.SSEStream, error)) {
+		// A stream that gets nothing for 15 s (half the shared poll's
+		// wait) missed a wake-up: its read is cut.
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		s, err := o(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		st := &stream{name: name, s: s, want: want, done: make(chan error, 1)}
+		ss = append(ss, st)
+		go func() {
+			stall := time.AfterFunc(15*time.Second, cancel)
+			defer stall.Stop()
+			next := map[int32]int64{}
+			left := perPart * len(want)
+			for left > 0 {
+				ev, err := s.Next()
+				if err != nil {
+					st.done <- fmt.Errorf("%d records short: %w", left, err)
+					return
+				}
+				stall.Reset(15 * time.Second)
+				r, err := ev.Record()
+				if err != nil || !want[r.Partition] || r.Offset != next[r.Partition] || string(r.Value) != fmt.Sprint(r.Offset) {
+					st.done <- fmt.Errorf("record %+v (%v) where partition %d offset %d was due", r, err, r.Partition, next[r.Partition])
+					return
+				}
+				next[r.Partition]++
+				left--
+			}
+			st.done <- nil
+		}()
+	}
+	for i := range 3 * partitions {
+		p := int32(i % partitions)
+		open(fmt.Sprintf("partition %d #%d", p, i/partitions), map[int32]bool{p: true}, func(ctx context.Context) (*sluiceclient.SSEStream, error) {
+			return sc.PartitionSSE(ctx, "hostile", p, "0", "")
+		})
+	}
+	all := map[int32]bool{0: true, 1: true, 2: true, 3: true}
+	for i := range 2 {
+		open(fmt.Sprintf("topic #%d", i), all, func(ctx context.Context) (*sluiceclient.SSEStream, error) {
+			return sc.TopicSSE(ctx, "hostile", "earliest", "")
+		})
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	produced := make([]int, partitions)
+	for left := partitions * perPart; left > 0; {
+		p := rng.IntN(partitions)
+		n := min(1+rng.IntN(4), perPart-produced[p])
+		if n == 0 {
+			continue
+		}
+		recs := make([]map[string]any, n)
+		for j := range recs {
+			recs[j] = map[string]any{"value": produced[p] + j, "partition": p}
+		}
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": recs}, nil)
+		produced[p] += n
+		left -= n
+	}
+	for _, s := range ss {
+		if err := <-s.done; err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	// Every stream waits at the end of its partitions; half go.
+	waitFor(t, 20*time.Second, "every stream waiting on a shared poll", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 3*partitions+2*partitions
+	})
+	kept := 0
+	for i, s := range ss {
+		if i%2 == 0 {
+			s.s.Close()
+			continue
+		}
+		kept++
+	}
+	waitFor(t, 20*time.Second, "the closed streams gone", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_connections") == float64(kept)
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- gw.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return")
+	}
+	for i, s := range ss {
+		if i%2 == 1 {
+			if _, err := s.s.Next(); err == nil {
+				t.Errorf("%s: an event after the gateway closed", s.name)
+			}
+		}
+		s.s.Close()
 	}
 	waitGoroutines(t, g0, 5, 20*time.Second)
 }
