@@ -27,9 +27,8 @@ import (
 
 // stressRead is what one stress client saw.
 type stressRead struct {
-	next  int64 // the offset the client expects next
-	err   error
-	ended error // what ended reading once the stream was done
+	next int64 // the offset the client expects next
+	err  error
 }
 
 // stressClient reads a stream of partition records [0, want), granting
