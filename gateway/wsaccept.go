@@ -46,7 +46,7 @@ func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+		b, _ := brw.Peek(n)
 		c = &prefixedConn{Conn: c, pre: bytes.Clone(b)}
 	}
 	return c, bufio.NewReadWriter(bufio.NewReaderSize(c, wsReadBuffer), bufio.NewWriterSize(c, wsWriteBuffer)), nil
