@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -343,4 +346,84 @@ func TestSSEStressSharedPolls(t *testing.T) {
 		s.s.Close()
 	}
 	waitGoroutines(t, g0, 5, 20*time.Second)
+}
+
+// Clients that come and go at any moment: they connect, maybe read,
+// grant credit and drop the connection without a close handshake right
+// behind it, while records are produced. Every stream ends with its
+// connection, parked or running, and takes its place, its shared-poll
+// waiter and its goroutines with it.
+func TestWSStressChurn(t *testing.T) {
+	const clients, rounds = 8, 25
+	// Places come back a moment after their connections drop: room for
+	// more than one connection a client.
+	cl, gw := streamGateway(t, gateway.StreamLimits{MaxConnectionsPerIP: 100 * clients})
+	g0, _ := settle()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 11))
+			for range rounds {
+				q := fmt.Sprintf("/v1/topics/hostile/partitions/%d/ws?offset=%s&credit=%d", rng.IntN(4), []string{"earliest", "latest"}[rng.IntN(2)], rng.IntN(3))
+				if rng.IntN(2) == 0 {
+					q += "&format=binary"
+				}
+				c, _, err := websocket.Dial(ctx, wsURL(cl.base, q), nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for range rng.IntN(4) {
+					switch rng.IntN(3) {
+					case 0:
+						_ = c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"credit":%d}`, 1+rng.IntN(5)))
+					case 1:
+						rctx, rcancel := context.WithTimeout(ctx, time.Duration(rng.IntN(3))*time.Millisecond)
+						_, _, _ = c.Read(rctx) // a read cut short ends the connection too
+						rcancel()
+					case 2:
+						runtime.Gosched()
+					}
+				}
+				c.CloseNow()
+			}
+			errs <- nil
+		}()
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	finished := 0
+	for finished < clients {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished++
+		default:
+			cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": []map[string]any{{"value": 1, "partition": rng.IntN(4)}}}, nil)
+		}
+	}
+	waitFor(t, 30*time.Second, "every stream gone with its connection", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_connections") == 0 &&
+			gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 0 && gauge(t, cl.base, "sluice_gateway_ws_tail_polls") == 0
+	})
+	waitFor(t, 20*time.Second, "no stream's goroutine left", func() bool {
+		return !goroutineIn("gateway.(*wsStream).") && !goroutineIn("gateway.(*tails).poll(")
+	})
+	// What else stays until the gateway closes is its idle broker
+	// connections, more of them after the churn than before.
+	if err := gw.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	waitGoroutines(t, g0, 5, 20*time.Second)
+}
+
+// goroutineIn reports whether a goroutine runs a function whose name holds
+// name.
+func goroutineIn(name string) bool {
+	buf := make([]byte, 16<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), name)
 }
