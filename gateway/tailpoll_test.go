@@ -185,7 +185,7 @@ func TestTailPollJoinLeaveRace(t *testing.T) {
 			}
 		}
 	}()
-	const goroutines, rounds = 16, 200
+	const goroutines, rounds = 16, 1000
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
