@@ -18,18 +18,33 @@ import (
 // instead of long-polling the leader itself: one poll per partition (a
 // goroutine the gateway owns, on its WaitGroup) asks the leader for the
 // lowest offset any waiter is at, and when data arrives (or the poll
-// fails) wakes every waiter with what it read (up to 1 MiB of batches):
+// fails) wakes every waiter it has records for (below the HW it saw;
+// every waiter after a failure) with what it read (up to 1 MiB of batches):
 // the waiters at the offset it was made at render that, the others fetch
 // for themselves, without waiting. A poll that times out with nothing
 // polls again while anyone waits, and ends when the last waiter leaves.
 // So 10,000 idle consumers of a partition cost the broker one long poll,
 // not 10,000, and the gateway one broker connection instead of one each.
 type tails struct {
-	g *Gateway
+	src tailSource
 
 	mu      sync.Mutex // guards m and every tail's waiters
 	m       map[tailKey]*tail
 	waiting int // waiters in all tails
+}
+
+// tailSource is what the shared polls need of their gateway.
+type tailSource interface {
+	// tailContext is the polls' context: it acts as the gateway (a poll
+	// serves the streams of any principal, each authorized when it
+	// started) and ends when the gateway closes.
+	tailContext() context.Context
+	// goFunc starts a goroutine the gateway waits for in Close; once
+	// closing it starts nothing and reports false.
+	goFunc(f func()) bool
+	// fetchFrom fetches raw batches from the partition's leader, waiting
+	// up to p.MaxWait for some at p.Offset.
+	fetchFrom(ctx context.Context, topic string, partition int32, p brokerapi.FetchParams) (*brokerapi.FetchResponse, error)
 }
 
 type tailKey struct {
@@ -41,6 +56,12 @@ type tailKey struct {
 type tail struct {
 	waiters map[*tailWaiter]struct{}
 	cancel  context.CancelFunc // ends the running poll
+
+	// While the poll asks the leader: the offset it asks at, and what ends
+	// that request so the poll asks again, lower, for a waiter that joins
+	// below it (nil between requests).
+	from    int64
+	restart context.CancelFunc
 }
 
 // tailWaiter is one stream waiting at one partition. A group member waits
@@ -80,7 +101,11 @@ type tailData struct {
 	raw            []byte
 }
 
-func newTails(g *Gateway) *tails { return &tails{g: g, m: map[tailKey]*tail{}} }
+func newTails(src tailSource) *tails { return &tails{src: src, m: map[tailKey]*tail{}} }
+
+func (g *Gateway) tailContext() context.Context {
+	return auth.WithPrincipal(g.ctx, brokerapi.PrincipalGateway)
+}
 
 // wait blocks until the partition probably holds data at or past offset
 // (or a poll of it failed): true, with the poll's answer when it has one;
@@ -174,14 +199,19 @@ func (ts *tails) waitAny(ctx context.Context, at []api.PartitionOffset) bool {
 func (ts *tails) joinLocked(k tailKey, offset int64, wake *tailWake) (*tail, *tailWaiter) {
 	t := ts.m[k]
 	if t == nil {
-		// The poll serves the streams of any principal (each authorized
-		// when it started): it asks the leader as the gateway.
-		pctx, cancel := context.WithCancel(auth.WithPrincipal(ts.g.ctx, brokerapi.PrincipalGateway))
+		pctx, cancel := context.WithCancel(ts.src.tailContext())
 		t = &tail{waiters: map[*tailWaiter]struct{}{}, cancel: cancel}
 		ts.m[k] = t
 		// Refused only once the gateway is closing: every waiter's
 		// stream ends with it, so none waits for a poll that never runs.
-		ts.g.goFunc(func() { ts.poll(pctx, k, t) })
+		ts.src.goFunc(func() { ts.poll(pctx, k, t) })
+	}
+	if t.restart != nil && offset < t.from {
+		// The poll asks past this waiter, whose records may be there
+		// already: it would wait for the next record after them, or its
+		// time out. It asks again, at the lowest offset.
+		t.restart()
+		t.restart = nil
 	}
 	w := &tailWaiter{k: k, t: t, offset: offset, wake: wake}
 	t.waiters[w] = struct{}{}
@@ -231,10 +261,23 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 				from = w.offset
 			}
 		}
+		rctx, restart := context.WithCancel(ctx)
+		t.from, t.restart = from, restart
 		ts.mu.Unlock()
 
-		data, moved := ts.pollOnce(ctx, k, from)
+		data, moved := ts.pollOnce(rctx, k, from)
+		ts.mu.Lock()
+		t.restart = nil
+		ts.mu.Unlock()
+		restarted := rctx.Err() != nil && ctx.Err() == nil
+		restart()
 		pause = 0
+		if restarted {
+			// A waiter joined below from (joinLocked): ask again at once,
+			// at the lowest offset; what this request read, if anything,
+			// that one reads too.
+			continue
+		}
 		if moved && (data == nil || len(data.raw) == 0) {
 			// It failed, or answered at once without batches: the next
 			// one could only do the same.
@@ -250,6 +293,11 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 		}
 		ts.mu.Lock()
 		for w := range t.waiters {
+			if data != nil && w.offset >= data.hw {
+				// Nothing for it yet (the poll asked below it, for
+				// another): it waits for the next answer.
+				continue
+			}
 			w.data = data
 			w.wake.fire()
 			delete(t.waiters, w)
@@ -266,7 +314,7 @@ func (ts *tails) poll(ctx context.Context, k tailKey, t *tail) {
 func (ts *tails) pollOnce(ctx context.Context, k tailKey, from int64) (*tailData, bool) {
 	ctx, cancel := context.WithTimeout(ctx, wsIdlePollWait+wsRetryBudget)
 	defer cancel()
-	fr, err := ts.g.fetchFrom(ctx, k.topic, k.partition, brokerapi.FetchParams{
+	fr, err := ts.src.fetchFrom(ctx, k.topic, k.partition, brokerapi.FetchParams{
 		Offset: from, MaxBytes: defaultMaxBytes, MaxWait: wsIdlePollWait, LeaderEpoch: -1,
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -198,4 +199,67 @@ func TestWSIdleStreamHoldsOneGoroutine(t *testing.T) {
 			t.Fatalf("stream %d: frame %s, %v", i, b, err)
 		}
 	}
+}
+
+// A stream that joins the shared poll behind it (here: it got its credit
+// after another stream had read on and the poll had moved past it) gets
+// the records it has not read at once, not when the poll, asking past
+// them, next answers or times out.
+func TestWSStreamBehindTheSharedPoll(t *testing.T) {
+	cl, _ := streamGateway(t, gateway.StreamLimits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produce := func(values ...string) {
+		recs := make([]map[string]any, len(values))
+		for i, v := range values {
+			recs[i] = map[string]any{"value": v, "partition": 1}
+		}
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": recs}, nil)
+	}
+	read := func(c *websocket.Conn, values ...string) {
+		t.Helper()
+		// Well within the shared poll's wait (30 s): a stream that waits
+		// for that missed the records.
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var got []string
+		for len(got) < len(values) {
+			_, b, err := c.Read(rctx)
+			if err != nil {
+				t.Fatalf("after %q of %q: %v", got, values, err)
+			}
+			var fr struct{ Records []struct{ Value string } }
+			if err := json.Unmarshal(b, &fr); err != nil {
+				t.Fatalf("frame %s: %v", b, err)
+			}
+			for _, r := range fr.Records {
+				got = append(got, r.Value)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(values) {
+			t.Fatalf("records %q, want %q", got, values)
+		}
+	}
+	behind, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/1/ws?offset=0&credit=1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer behind.CloseNow()
+	ahead, _, err := websocket.Dial(ctx, wsURL(cl.base, "/v1/topics/hostile/partitions/1/ws?offset=0&credit=100"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ahead.CloseNow()
+	produce("a")
+	read(behind, "a") // and it has no credit left
+	read(ahead, "a")
+	produce("b", "c")
+	read(ahead, "b", "c")
+	waitFor(t, 20*time.Second, "the stream ahead waiting on the shared poll past c", func() bool {
+		return gauge(t, cl.base, "sluice_gateway_ws_tail_waiters") == 1
+	})
+	if err := behind.Write(ctx, websocket.MessageText, []byte(`{"credit":10}`)); err != nil {
+		t.Fatal(err)
+	}
+	read(behind, "b", "c")
 }
