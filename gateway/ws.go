@@ -199,9 +199,15 @@ func (s *wsStream) run() {
 // The stream is never parked again, so a late wake only sets kicked.
 func (s *wsStream) finish(err error) {
 	if s.finished {
-		return // a panic in finish, recovered: what is left of it is lost
+		return // a panic in finish, recovered: its deferred steps gave the place back
 	}
 	s.finished = true
+	// The place is given back however finish ends: a panic in one of its
+	// steps (recovered by run) must not leave the stream counted, or every
+	// Close would wait for it.
+	defer s.release()
+	defer s.cancel()
+	defer s.conn.CloseNow() // ends the reader if endStream did not get to
 	if s.waiter != nil {
 		s.g.tails.leave(s.waiter)
 		s.waiter = nil
@@ -210,8 +216,6 @@ func (s *wsStream) finish(err error) {
 	s.done()
 	s.g.endStream(s.ctx, s.conn, err)
 	<-s.readerDone // ends with the connection
-	s.cancel()
-	s.release()
 }
 
 // readCredits reads {"credit":N} messages until the connection ends.
