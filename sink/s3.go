@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,9 +121,11 @@ type S3Store struct {
 	opts S3Options
 	log  *slog.Logger
 
-	// mu guards parts and left. Calls for one partition come from one
-	// goroutine (the sink's); mu is held across the store's round trips,
-	// which serializes partitions: a sink writes one at a time anyway.
+	// mu guards parts and left, and is never held across a round trip:
+	// each partition's calls take its s3Part's own lock for their round
+	// trips, so a sink writing several partitions at once (ParallelWrites)
+	// renders, compresses and uploads them side by side. Lock order: an
+	// s3Part's mu, then mu.
 	mu    sync.Mutex
 	parts map[api.TopicPartition]*s3Part
 	// left are reserved ranges of forgotten partitions whose objects were
@@ -141,6 +144,10 @@ var (
 
 // s3Part is what an S3Store knows of a partition it claimed.
 type s3Part struct {
+	// mu guards the rest, held across the partition's round trips.
+	mu      sync.Mutex
+	dropped atomic.Bool // no longer the store's (forgotten, claimed again, fenced)
+
 	fence int64
 	etag  string     // the fence object's ETag as this store last wrote or read it
 	state fenceState // the fence object's contents at etag
@@ -218,9 +225,7 @@ func (s *S3Store) FenceKey(tp api.TopicPartition) string {
 // log if its object is missing. A higher stored fence is ErrFenced; a
 // fence object of another group ErrStoreConflict.
 func (s *S3Store) Claim(ctx context.Context, tp api.TopicPartition, fence int64) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.parts, tp)
+	s.drop(tp)
 	key := s.FenceKey(tp)
 	for range 5 {
 		cur, etag, err := s.readFence(ctx, key)
@@ -251,7 +256,12 @@ func (s *S3Store) Claim(ctx context.Context, tp api.TopicPartition, fence int64)
 		if err := s.repair(ctx, tp, p); err != nil {
 			return 0, err
 		}
+		s.mu.Lock()
+		if old := s.parts[tp]; old != nil {
+			old.markDropped()
+		}
 		s.parts[tp] = p
+		s.mu.Unlock()
 		return p.durable(), nil
 	}
 	return 0, fmt.Errorf("sink: s3: %s keeps changing under the claim", key)
@@ -304,12 +314,11 @@ func (s *S3Store) repair(ctx context.Context, tp api.TopicPartition, p *s3Part) 
 // record that cannot be rendered); retriable store errors, after which the same call, or the
 // next, carries on where this one stopped.
 func (s *S3Store) Write(ctx context.Context, tp api.TopicPartition, fence int64, recs []Record) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	p, err := s.claimed(tp, fence)
 	if err != nil {
 		return 0, err
 	}
+	defer p.mu.Unlock()
 	for i, r := range recs {
 		if r.Offset < 0 || i > 0 && r.Offset <= recs[i-1].Offset {
 			return p.durable(), fmt.Errorf("%w: offsets must be ascending and not negative: %d at index %d", ErrBadBatch, r.Offset, i)
@@ -350,12 +359,11 @@ func (s *S3Store) Flush(ctx context.Context, tp api.TopicPartition, fence int64)
 // FlushAll rolls tp's buffer whatever its size or age: for a clean
 // shutdown that wants everything handed over stored.
 func (s *S3Store) FlushAll(ctx context.Context, tp api.TopicPartition, fence int64) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	p, err := s.claimed(tp, fence)
 	if err != nil {
 		return 0, err
 	}
+	defer p.mu.Unlock()
 	return s.roll(ctx, tp, p, true)
 }
 
@@ -366,31 +374,58 @@ func (s *S3Store) FlushAll(ctx context.Context, tp api.TopicPartition, fence int
 // stops right after losing the partition would otherwise leave it to be
 // rebuilt.
 func (s *S3Store) Forget(tp api.TopicPartition) {
+	p := s.drop(tp)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p := s.parts[tp]; p != nil {
-		for _, po := range []*pendingObject{p.pending, p.uncertain} {
-			if po != nil {
-				s.left = append(s.left, po)
-			}
-		}
-		if len(s.left) > maxLeft {
-			s.left = s.left[len(s.left)-maxLeft:]
+	for _, po := range []*pendingObject{p.pending, p.uncertain} {
+		if po != nil {
+			s.left = append(s.left, po)
 		}
 	}
-	delete(s.parts, tp)
+	if len(s.left) > maxLeft {
+		s.left = s.left[len(s.left)-maxLeft:]
+	}
 }
+
+// drop removes tp's state from the store and marks it dropped, so a call
+// waiting for its lock finds it gone; it returns what it removed.
+func (s *S3Store) drop(tp api.TopicPartition) *s3Part {
+	s.mu.Lock()
+	p := s.parts[tp]
+	delete(s.parts, tp)
+	s.mu.Unlock()
+	if p != nil {
+		p.markDropped()
+	}
+	return p
+}
+
+// markDropped marks p as no longer the store's: a call that found p in
+// the map and then waited for its lock sees it and refuses.
+func (p *s3Part) markDropped() { p.dropped.Store(true) }
 
 // maxLeft bounds the reserved objects of forgotten partitions an S3Store
 // keeps for Finish.
 const maxLeft = 64
 
+// claimed returns tp's state, locked, if this store holds tp at fence.
 func (s *S3Store) claimed(tp api.TopicPartition, fence int64) (*s3Part, error) {
+	s.mu.Lock()
 	p := s.parts[tp]
-	if p == nil || p.fence != fence {
-		return nil, fmt.Errorf("%w: %s/%d is not claimed at fence %d by this store", ErrFenced, tp.Topic, tp.Partition, fence)
+	s.mu.Unlock()
+	if p != nil {
+		p.mu.Lock()
+		if p.fence == fence && !p.dropped.Load() {
+			return p, nil
+		}
+		p.mu.Unlock()
 	}
-	return p, nil
+	return nil, fmt.Errorf("%w: %s/%d is not claimed at fence %d by this store", ErrFenced, tp.Topic, tp.Partition, fence)
 }
 
 // roll uploads the pending object, then, when the buffer is due (or force),
@@ -418,7 +453,12 @@ func (s *S3Store) roll(ctx context.Context, tp api.TopicPartition, p *s3Part, fo
 		case rerr != nil:
 			return p.durable(), rerr
 		case cur != want:
-			delete(s.parts, tp)
+			s.mu.Lock()
+			if s.parts[tp] == p {
+				delete(s.parts, tp)
+			}
+			s.mu.Unlock()
+			p.markDropped()
 			return p.durable(), fmt.Errorf("%w: %s holds fence %d next %d; this writer has fence %d", ErrFenced, key, cur.Fence, cur.Next, p.fence)
 		}
 		etag, err = curTag, nil
@@ -480,15 +520,23 @@ func (s *S3Store) upload(ctx context.Context, p *s3Part) error {
 // upload is one PUT, so no object is ever half-written.
 func (s *S3Store) Finish(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	left := s.left
+	s.left = nil
+	parts := make(map[api.TopicPartition]*s3Part, len(s.parts))
+	maps.Copy(parts, s.parts)
+	s.mu.Unlock()
 	var errs []error
-	for _, po := range s.left {
+	for _, po := range left {
 		if err := s.finishObject(ctx, po); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", po.key, err))
 		}
 	}
-	s.left = nil
-	for tp, p := range s.parts {
+	for tp, p := range parts {
+		p.mu.Lock()
+		if p.dropped.Load() {
+			p.mu.Unlock()
+			continue
+		}
 		po := p.pending
 		if po == nil {
 			po = p.uncertain
@@ -500,6 +548,7 @@ func (s *S3Store) Finish(ctx context.Context) error {
 		}
 		p.pending, p.uncertain = nil, nil
 		p.lines, p.first, p.last, p.n = nil, -1, -1, 0
+		p.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
