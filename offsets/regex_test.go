@@ -204,3 +204,32 @@ func TestConsumerProtocolRegexBounded(t *testing.T) {
 		t.Fatalf("resolved %d topics, first %q", len(got), got[0])
 	}
 }
+
+// An HTTP member and a Kafka member subscribed by regular expression share
+// a group: the HTTP member's join and heartbeats compute the targets with
+// what the expression resolved to, so the Kafka member keeps the topics
+// only it subscribes to, every partition is owned, and none by two.
+func TestConsumerProtocolRegexWithHTTPMember(t *testing.T) {
+	h := newRegexHarness(t, map[string]int32{"orders": 4, "payments": 2})
+	re := "orders|pay.*"
+	e, a, err := h.beat("g", "k", 0, []string{}, &re, []api.TopicPartition{})
+	if err != nil || len(a) != 6 {
+		t.Fatalf("the Kafka member alone: %v %v", a, err)
+	}
+	web := h.join("g", api.JoinGroupRequest{Topics: []string{"orders"}})
+	for range 5 {
+		if e, a, err = h.beat("g", "k", e, nil, nil, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.heartbeat("g", web); err != nil {
+			t.Fatal(err)
+		}
+	}
+	webOwns := h.owned("g", web)
+	if len(webOwns) == 0 || slices.ContainsFunc(webOwns, func(tp api.TopicPartition) bool { return tp.Topic != "orders" }) {
+		t.Fatalf("the HTTP member owns %v", webOwns)
+	}
+	if got := topicsOf(a); !slices.Equal(got, []string{"orders", "payments"}) || len(a)+len(webOwns) != 6 {
+		t.Fatalf("the Kafka member owns %v, the HTTP member %v", a, webOwns)
+	}
+}
