@@ -60,7 +60,7 @@ func topicsOf(tps []api.TopicPartition) []string {
 
 // A member subscribed by regular expression gets the partitions of the
 // topics whose whole name matches, a matching topic created later without
-// changing its subscription, never an internal topic its expression does
+// changing its subscription (and loses one deleted), never an internal topic its expression does
 // not name, and the union with the names it sends.
 func TestConsumerProtocolRegex(t *testing.T) {
 	h := newRegexHarness(t, map[string]int32{"orders": 2, "orders-eu": 1, "xorders": 1, "payments": 1, "__consumer_offsets": 2, "__push_deliveries": 1})
@@ -81,6 +81,16 @@ func TestConsumerProtocolRegex(t *testing.T) {
 	}
 	if got := topicsOf(a); !slices.Equal(got, []string{"orders", "orders-eu", "orders-us"}) {
 		t.Fatalf("after orders-us was created: %v", got)
+	}
+
+	// A deleted topic is dropped.
+	delete(h.meta, "orders-eu")
+	h.sync()
+	if e, a, err = h.beat("g", "a", e, nil, nil, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := topicsOf(a); !slices.Equal(got, []string{"orders", "orders-us"}) {
+		t.Fatalf("after orders-eu was deleted: %v", got)
 	}
 
 	// The topic set at the same version is not listed again: a name
@@ -130,13 +140,13 @@ func TestConsumerProtocolRegex(t *testing.T) {
 
 	// Clearing the expression keeps the names only.
 	none := ""
-	if eb, ab, err = h.beat("g2", b, eb, []string{"orders-eu"}, &none, ab); err != nil {
+	if eb, ab, err = h.beat("g2", b, eb, []string{"orders-us"}, &none, ab); err != nil {
 		t.Fatal(err)
 	}
 	if _, ab, err = h.beat("g2", b, eb, nil, nil, ab); err != nil {
 		t.Fatal(err)
 	}
-	if got := topicsOf(ab); !slices.Equal(got, []string{"orders-eu"}) {
+	if got := topicsOf(ab); !slices.Equal(got, []string{"orders-us"}) {
 		t.Fatalf("after clearing the expression: %v", got)
 	}
 	if g := h.s.Group("g2"); len(g.Regexes) != 0 || len(g.regexes) != 0 {
