@@ -78,6 +78,7 @@ const (
 	CodeTooManyGroups       Code = "TOO_MANY_GROUPS"
 	CodePolicyViolation     Code = "POLICY_VIOLATION"
 	CodeGroupManaged        Code = "GROUP_MANAGED"
+	CodeInvalidRegex        Code = "INVALID_REGULAR_EXPRESSION"
 
 	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 	CodeNotAuthorized    Code = "NOT_AUTHORIZED"
@@ -150,6 +151,7 @@ var table = map[Code]Spec{
 	CodeTooManyGroups:       {409, false, "the group's coordinator holds as many groups as it may; delete unused groups"},
 	CodePolicyViolation:     {400, false, "the request would pass a cluster limit (partitions per broker)"},
 	CodeGroupManaged:        {409, false, "the group belongs to a push subscription: only its pushers join it, and its offsets move through /v1/push"},
+	CodeInvalidRegex:        {400, false, "a Kafka member's subscription by regular expression does not compile, or is longer than the coordinator allows"},
 
 	CodeUnauthenticated:  {401, false, "the request carries no valid credentials (a missing, malformed, unknown, revoked or expired token)"},
 	CodeNotAuthorized:    {403, false, "the principal may not perform this operation on this resource"},

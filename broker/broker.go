@@ -263,6 +263,7 @@ type Broker struct {
 	failedRegistered atomic.Bool
 	recKick          chan struct{} // cap 1: reconcile now (a fence generation became live)
 	groups           groupHost     // consumer-group coordinators of the __consumer_offsets partitions here
+	topicNames       topicNames    // the topic set regular-expression subscriptions resolve against
 	lag              groupLagState // their groups' lag as last measured, for the metrics
 	traffic          traffic       // produce and consumer-fetch counters (stats route, metrics)
 	// sessions are the replication fetch sessions of the followers that

@@ -19,12 +19,12 @@ func (k kafkaBackend) ConsumerHeartbeat(ctx context.Context, group string, h kaf
 	if err != nil {
 		return kafka.ConsumerHeartbeatResult{}, err
 	}
-	oh := offsets.ConsumerHeartbeat{MemberID: h.MemberID, InstanceID: h.InstanceID, Epoch: h.Epoch, Topics: h.Topics, Owned: h.Owned,
+	oh := offsets.ConsumerHeartbeat{MemberID: h.MemberID, InstanceID: h.InstanceID, Epoch: h.Epoch, Topics: h.Topics, TopicRegex: h.TopicRegex, Owned: h.Owned,
 		RebalanceTimeoutMs: h.RebalanceTimeoutMs, ServerAssignor: h.ServerAssignor, ClientID: h.ClientID, ClientHost: h.ClientHost}
 	res := kafka.ConsumerHeartbeatResult{HeartbeatIntervalMs: offsets.ConsumerHeartbeatMs}
-	meta := b.groupMeta()
+	meta, topics := b.groupMeta(), b.topicNames.current(b.view.Current())
 	err = gc.run(ctx, func(st *offsets.State, now time.Time) ([]offsets.Record, error) {
-		return st.HeartbeatConsumer(group, oh, meta, now)
+		return st.HeartbeatConsumer(group, oh, meta, topics, now)
 	}, func(st *offsets.State) error {
 		if h.Epoch < 0 {
 			return nil

@@ -146,7 +146,7 @@ func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (kafka.Gr
 				md.ClientID, md.ClientHost, md.Protocol, md.Version = c.ClientID, c.ClientHost, c.Protocol, c.Version
 			}
 			if c := m.Consumer; c != nil {
-				md.ClientID, md.ClientHost = c.ClientID, c.ClientHost
+				md.ClientID, md.ClientHost, md.TopicRegex = c.ClientID, c.ClientHost, c.TopicRegex
 			}
 			d.Members = append(d.Members, md)
 		}

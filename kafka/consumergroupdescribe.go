@@ -33,7 +33,8 @@ const (
 )
 
 // handleConsumerGroupDescribe describes groups as KIP-848 shows them:
-// group epoch, assignor, and each member's epoch, subscription, current
+// group epoch, assignor, and each member's epoch, subscription (names, and
+// a regular expression), current
 // assignment (what it holds now, partitions pending revocation included)
 // and target, by topic ID and name. Every group is described, whatever
 // protocol its members run: HTTP and WebSocket members show their kind as
@@ -96,6 +97,9 @@ func (s *Server) handleConsumerGroupDescribe(ctx context.Context, _ *conn, kreq 
 				rm.SubscribedTopics = slices.Clone(m.Topics)
 				if rm.SubscribedTopics == nil {
 					rm.SubscribedTopics = []string{}
+				}
+				if m.TopicRegex != "" {
+					rm.SubscribedTopicRegex = kmsg.StringPtr(m.TopicRegex)
 				}
 				if m.InstanceID != "" {
 					rm.InstanceID = kmsg.StringPtr(m.InstanceID)

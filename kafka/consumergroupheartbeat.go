@@ -26,7 +26,10 @@ type ConsumerHeartbeat struct {
 	MemberID   string
 	InstanceID string
 	Epoch      int32
-	Topics     []string             // nil: unchanged
+	Topics     []string // nil: unchanged
+	// TopicRegex is the subscription by regular expression, resolved by
+	// the coordinator; nil: unchanged, "": none.
+	TopicRegex *string
 	Owned      []api.TopicPartition // nil: unchanged
 	// RebalanceTimeoutMs is -1 when unchanged.
 	RebalanceTimeoutMs int32
@@ -45,8 +48,10 @@ type ConsumerHeartbeatResult struct {
 // handleConsumerGroupHeartbeat serves KIP-848 members. Owned partitions
 // come by topic ID (one this broker's metadata does not know is left
 // out: the member cannot own it), the assignment goes back by topic ID,
-// and the answer always carries the whole assignment. Subscriptions by
-// regular expression are refused (INVALID_REQUEST).
+// and the answer always carries the whole assignment. A subscription by
+// regular expression goes to the coordinator, which resolves it (one that
+// does not compile, or is too long, is INVALID_REGULAR_EXPRESSION); a
+// member may send names and an expression, and subscribes to both.
 func (s *Server) handleConsumerGroupHeartbeat(ctx context.Context, c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -62,8 +67,6 @@ func (s *Server) handleConsumerGroupHeartbeat(ctx context.Context, c *conn, kreq
 		return fail(errorCode(err), err)
 	}
 	switch {
-	case req.SubscribedTopicRegex != nil:
-		return fail(kerr.InvalidRequest.Code, api.Errorf(api.CodeInvalidRequest, "subscriptions by regular expression are not served"))
 	case req.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest.Code, api.Errorf(api.CodeInvalidRequest, "member epoch %d", req.MemberEpoch))
 	case len(req.MemberID) > maxMemberIDBytes:
@@ -76,7 +79,7 @@ func (s *Server) handleConsumerGroupHeartbeat(ctx context.Context, c *conn, kreq
 		return fail(kerr.InvalidRequest.Code, api.Errorf(api.CodeInvalidRequest, "a join owns no partitions"))
 	}
 	h := ConsumerHeartbeat{MemberID: req.MemberID, InstanceID: deref(req.InstanceID), Epoch: req.MemberEpoch,
-		Topics: req.SubscribedTopicNames, RebalanceTimeoutMs: req.RebalanceTimeoutMillis, ServerAssignor: deref(req.ServerAssignor),
+		Topics: req.SubscribedTopicNames, TopicRegex: req.SubscribedTopicRegex, RebalanceTimeoutMs: req.RebalanceTimeoutMillis, ServerAssignor: deref(req.ServerAssignor),
 		ClientID: truncate(c.clientID, maxClientIDBytes), ClientHost: c.ip}
 	if h.MemberID == "" {
 		h.MemberID = newMemberID(c.clientID) // v0: the broker names the member

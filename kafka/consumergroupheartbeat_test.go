@@ -12,7 +12,7 @@ import (
 // A heartbeat the listener cannot serve gets the code a client acts on:
 // UNSUPPORTED_VERSION against a backend without the consumer protocol
 // (franz-go then falls back to the classic one), INVALID_REQUEST for a
-// regex subscription, a join that owns partitions or an epoch below -2,
+// join that owns partitions or an epoch below -2,
 // UNKNOWN_MEMBER_ID for a heartbeat without a member id, and
 // UNSUPPORTED_ASSIGNOR for an assignor not served.
 func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
@@ -32,7 +32,6 @@ func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
 		mod  func(*kmsg.ConsumerGroupHeartbeatRequest)
 		want *kerr.Error
 	}{
-		"regex":    {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = kmsg.StringPtr("o.*") }, kerr.InvalidRequest},
 		"epoch -3": {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -3 }, kerr.InvalidRequest},
 		"owned join": {func(r *kmsg.ConsumerGroupHeartbeatRequest) {
 			r.Topics = make([]kmsg.ConsumerGroupHeartbeatRequestTopic, 1)

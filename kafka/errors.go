@@ -73,6 +73,7 @@ var codes = map[api.Code]*kerr.Error{
 	api.CodeTooManyGroups:       kerr.PolicyViolation,
 	api.CodePolicyViolation:     kerr.PolicyViolation,
 	api.CodeGroupManaged:        kerr.GroupAuthorizationFailed,
+	api.CodeInvalidRegex:        kerr.InvalidRegularExpression,
 
 	api.CodeUnauthenticated:  kerr.SaslAuthenticationFailed,
 	api.CodeNotAuthorized:    kerr.TopicAuthorizationFailed, // the handler names the resource: group and cluster have codes of their own

@@ -116,7 +116,10 @@ type GroupMemberDescription struct {
 	Kind       string
 	ClientID   string
 	ClientHost string
-	Topics     []string
+	Topics     []string // the subscription by name
+	// TopicRegex is a consumer-protocol member's subscription by regular
+	// expression; "" for none.
+	TopicRegex string
 	Assignment []api.TopicPartition
 	Protocol   string // a Kafka member's; "" for the others
 	Version    int16

@@ -11,23 +11,24 @@ import (
 type Metadata func(topic string) (partitions int32, ok bool)
 
 // retarget recomputes every member's target assignment from the group's
-// subscriptions and the topics' current partition counts.
+// subscriptions (names, and what regular expressions resolved to) and the topics' current partition counts.
 func retarget(g *Group, meta Metadata) {
 	g.Partitions = map[string]int32{}
 	for _, m := range g.Members {
-		for _, t := range m.Topics {
+		for _, t := range g.subscription(m) {
 			if n, ok := meta(t); ok {
 				g.Partitions[t] = n
 			}
 		}
 	}
 	ids := g.memberIDs()
+	subs := g.subscriptions()
 	var targets map[string][]api.TopicPartition
 	switch g.Assignor {
 	case api.AssignorRange:
-		targets = assignRange(g, ids)
+		targets = assignRange(g, ids, subs)
 	default:
-		targets = assignUniform(g, ids)
+		targets = assignUniform(g, ids, subs)
 	}
 	for _, id := range ids {
 		t := targets[id]
@@ -44,7 +45,7 @@ func retarget(g *Group, meta Metadata) {
 func partitionCountsChanged(g *Group, meta Metadata) bool {
 	seen := map[string]bool{}
 	for _, m := range g.Members {
-		for _, t := range m.Topics {
+		for _, t := range g.subscription(m) {
 			if seen[t] {
 				continue
 			}
@@ -61,22 +62,22 @@ func partitionCountsChanged(g *Group, meta Metadata) bool {
 
 // assignRange is Kafka's RangeAssignor: per topic, the subscribed members in
 // id order get contiguous ranges; the first (partitions % members) get one more.
-func assignRange(g *Group, ids []string) map[string][]api.TopicPartition {
+func assignRange(g *Group, ids []string, subs map[string]map[string]bool) map[string][]api.TopicPartition {
 	out := map[string][]api.TopicPartition{}
 	for _, topic := range sortedTopics(g.Partitions) {
-		var subs []string
+		var members []string
 		for _, id := range ids {
-			if slices.Contains(g.Members[id].Topics, topic) {
-				subs = append(subs, id)
+			if subs[id][topic] {
+				members = append(members, id)
 			}
 		}
-		if len(subs) == 0 {
+		if len(members) == 0 {
 			continue
 		}
 		n := int(g.Partitions[topic])
-		per, extra := n/len(subs), n%len(subs)
+		per, extra := n/len(members), n%len(members)
 		p := 0
-		for i, id := range subs {
+		for i, id := range members {
 			k := per
 			if i < extra {
 				k++
@@ -94,7 +95,7 @@ func assignRange(g *Group, ids []string) map[string][]api.TopicPartition {
 // and moves as few as it can: each member first keeps its previous target
 // up to its share, then the rest go to the eligible member holding fewest.
 // With identical subscriptions the counts differ by at most one.
-func assignUniform(g *Group, ids []string) map[string][]api.TopicPartition {
+func assignUniform(g *Group, ids []string, subs map[string]map[string]bool) map[string][]api.TopicPartition {
 	var all []api.TopicPartition
 	for _, topic := range sortedTopics(g.Partitions) {
 		for p := int32(0); p < g.Partitions[topic]; p++ {
@@ -104,7 +105,7 @@ func assignUniform(g *Group, ids []string) map[string][]api.TopicPartition {
 	out := map[string][]api.TopicPartition{}
 	var members []string
 	for _, id := range ids {
-		if len(g.Members[id].Topics) > 0 {
+		if len(subs[id]) > 0 {
 			members = append(members, id)
 		}
 	}
@@ -116,7 +117,7 @@ func assignUniform(g *Group, ids []string) map[string][]api.TopicPartition {
 		exists[tp] = true
 	}
 	eligible := func(id string, tp api.TopicPartition) bool {
-		return slices.Contains(g.Members[id].Topics, tp.Topic)
+		return subs[id][tp.Topic]
 	}
 	floor, extra := len(all)/len(members), len(all)%len(members)
 	taken := map[api.TopicPartition]bool{}

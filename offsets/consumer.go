@@ -34,6 +34,9 @@ type ConsumerMember struct {
 	// PrevEpoch is the member's epoch before its last change: a heartbeat
 	// at it whose answer was lost is still served.
 	PrevEpoch int32 `json:"prev_epoch"`
+	// TopicRegex is the member's subscription by regular expression (its
+	// resolution is the group's: GroupValue.Regexes); "" for none.
+	TopicRegex string `json:"topic_regex,omitempty"`
 }
 
 // ConsumerHeartbeat is a decoded ConsumerGroupHeartbeat.
@@ -41,8 +44,11 @@ type ConsumerHeartbeat struct {
 	MemberID   string
 	InstanceID string
 	Epoch      int32 // 0 joins; -1 leaves; -2 a static member leaves
-	// Topics is the subscription; nil: unchanged.
+	// Topics is the subscription by name; nil: unchanged.
 	Topics []string
+	// TopicRegex is the subscription by regular expression (RE2 syntax,
+	// matching whole names; see regex.go); nil: unchanged, "": none.
+	TopicRegex *string
 	// Owned are the partitions the client owns; nil: unchanged.
 	Owned              []api.TopicPartition
 	RebalanceTimeoutMs int32 // -1: unchanged
@@ -55,8 +61,10 @@ type ConsumerHeartbeat struct {
 // 0 (a new member, or one whose answer was lost, again), a leave at -1 or
 // -2, else a heartbeat at the member's epoch (FENCED_MEMBER_EPOCH at any
 // other, UNKNOWN_MEMBER_ID for a member not in the group). The answer is
-// read with ConsumerAssignment once the records are applied.
-func (s *State) HeartbeatConsumer(group string, h ConsumerHeartbeat, meta Metadata, now time.Time) ([]Record, error) {
+// read with ConsumerAssignment once the records are applied. topics is the
+// cluster's topic names, against which the group's regular expressions are
+// resolved when they are new or topics.Version moved.
+func (s *State) HeartbeatConsumer(group string, h ConsumerHeartbeat, meta Metadata, topics TopicSet, now time.Time) ([]Record, error) {
 	if err := checkKind(group, api.MemberKindKafka); err != nil {
 		return nil, err
 	}
@@ -87,6 +95,11 @@ func (s *State) HeartbeatConsumer(group string, h ConsumerHeartbeat, meta Metada
 		}
 	} else if _, _, err := s.consumerMember(group, h.MemberID); err != nil {
 		return nil, err
+	}
+	if h.TopicRegex != nil && *h.TopicRegex != "" {
+		if _, err := g.regex(*h.TopicRegex); err != nil {
+			return nil, err
+		}
 	}
 	next := g.clone()
 	m := next.Members[h.MemberID]
@@ -119,8 +132,8 @@ func (s *State) HeartbeatConsumer(group string, h ConsumerHeartbeat, meta Metada
 		next.Members[m.ID] = m
 		changed = true
 	default:
-		if h.Topics == nil || h.RebalanceTimeoutMs < 0 {
-			return nil, api.Errorf(api.CodeInvalidRequest, "a join names its subscribed topics and its rebalance timeout")
+		if h.Topics == nil && h.TopicRegex == nil || h.RebalanceTimeoutMs < 0 {
+			return nil, api.Errorf(api.CodeInvalidRequest, "a join names its subscribed topics (or a regular expression) and its rebalance timeout")
 		}
 		if len(next.Members) >= s.maxMembers {
 			return nil, api.Errorf(api.CodeGroupMaxSize, "group %q has %d members, the most it may hold", group, len(next.Members))
@@ -156,6 +169,13 @@ func (s *State) HeartbeatConsumer(group string, h ConsumerHeartbeat, meta Metada
 			m.Topics = topics
 			retargetNeeded = true
 		}
+	}
+	if h.TopicRegex != nil && *h.TopicRegex != m.Consumer.TopicRegex {
+		m.Consumer.TopicRegex = *h.TopicRegex
+		retargetNeeded = true
+	}
+	if resolveRegexes(g, next, topics) {
+		retargetNeeded = true
 	}
 	if retargetNeeded || partitionCountsChanged(next, meta) {
 		next.Epoch++

@@ -18,7 +18,7 @@ func (h *harness) consumerBeat(group, id string, epoch int32, owned []int32) (in
 			hb.Owned = []api.TopicPartition{}
 		}
 	}
-	if err := h.apply(h.s.HeartbeatConsumer(group, hb, h.metadata, h.now)); err != nil {
+	if err := h.apply(h.s.HeartbeatConsumer(group, hb, h.metadata, TopicSet{}, h.now)); err != nil {
 		return 0, nil, err
 	}
 	if epoch < 0 {

@@ -4,7 +4,9 @@ import (
 	"github.com/sluice-io/sluice/api"
 )
 
-// Describe renders a group for GET /v1/groups/{group}: members, and one row
+// Describe renders a group for GET /v1/groups/{group}: members (each with
+// its subscription: for a Kafka member subscribed by regular expression,
+// the names it sent and those the expression resolved to), and one row
 // per partition that is committed or owned. High watermarks and lag are the
 // caller's to fill (they need the partitions' leaders); rows start unknown.
 func (s *State) Describe(group string) (api.GroupDescription, bool) {
@@ -27,7 +29,7 @@ func (s *State) Describe(group string) (api.GroupDescription, bool) {
 		m := g.Members[id]
 		d.Members = append(d.Members, api.GroupMember{
 			MemberID: m.ID, InstanceID: m.InstanceID, Kind: m.Kind, MemberEpoch: m.Epoch,
-			Topics: m.Topics, Assignment: m.Assignment(), LastSeenMs: m.LastSeen.UnixMilli(),
+			Topics: g.subscription(m), Assignment: m.Assignment(), LastSeenMs: m.LastSeen.UnixMilli(),
 		})
 		for _, tp := range m.Assignment() {
 			row(tp).Owner = m.ID

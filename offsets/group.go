@@ -20,6 +20,12 @@ type Group struct {
 	Members    map[string]*Member
 	Offsets    map[api.TopicPartition]OffsetValue
 	Fences     int64 // grants made so far; the last fence handed out
+	// Regexes are the regular expressions members subscribe with, each
+	// with the topics it resolved to (sorted).
+	Regexes map[string][]string
+	// regexes caches Regexes compiled, with the topic-set version each
+	// was resolved at (memory only; see regex.go).
+	regexes map[string]*compiledRegex
 }
 
 // Member is a member's persisted state plus what only the coordinator's
@@ -57,6 +63,12 @@ func (g *Group) clone() *Group {
 		Members: make(map[string]*Member, len(g.Members)), Offsets: g.Offsets, Fences: g.Fences}
 	for t, n := range g.Partitions {
 		c.Partitions[t] = n
+	}
+	if g.Regexes != nil {
+		c.Regexes = make(map[string][]string, len(g.Regexes))
+		for expr, topics := range g.Regexes {
+			c.Regexes[expr] = topics // never modified in place
+		}
 	}
 	for id, m := range g.Members {
 		mv := m.MemberValue

@@ -77,6 +77,9 @@ type GroupValue struct {
 	// Fences counts the grants the group ever made: each grant's fence is
 	// the next value, so fences only grow, across members, per group.
 	Fences int64 `json:"fences"`
+	// Regexes are the regular expressions members of the consumer
+	// protocol subscribe with, each with the topics it resolved to.
+	Regexes map[string][]string `json:"regexes,omitempty"`
 }
 
 // MemberValue is one member in a group record.
@@ -157,6 +160,18 @@ func groupRecord(g *Group) Record {
 	v := GroupValue{V: recordVersion, Epoch: g.Epoch, Assignor: g.Assignor, Partitions: g.Partitions, Members: []MemberValue{}, Fences: g.Fences}
 	for _, id := range g.memberIDs() {
 		v.Members = append(v.Members, g.Members[id].MemberValue)
+	}
+	if len(g.Regexes) > 0 {
+		// Only the expressions members still use (one whose last member
+		// left is dropped here).
+		v.Regexes = map[string][]string{}
+		for _, m := range v.Members {
+			if c := m.Consumer; c != nil && c.TopicRegex != "" {
+				if topics, ok := g.Regexes[c.TopicRegex]; ok {
+					v.Regexes[c.TopicRegex] = topics
+				}
+			}
+		}
 	}
 	return Record{Key: groupRecordKey(g.ID), Value: mustJSON(v)}
 }

@@ -139,7 +139,7 @@ func (g *Group) deleteOffset(tp api.TopicPartition) {
 func applyGroupValue(g *Group, v GroupValue, now time.Time) {
 	old := g.Members
 	g.Epoch, g.Assignor, g.Fences = v.Epoch, v.Assignor, v.Fences
-	g.Partitions = v.Partitions
+	g.Partitions, g.Regexes = v.Partitions, v.Regexes
 	if g.Partitions == nil {
 		g.Partitions = map[string]int32{}
 	}

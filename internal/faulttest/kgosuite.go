@@ -33,6 +33,7 @@ var KgoSuiteTests = []string{
 	"TestConsumeTopicRetrieval",
 	"TestConsumeTopicRetrieval_Many",
 	"TestConsumeRegex",
+	"Test848RegexBrokerResolves",
 	"TestIssue337",
 	"TestDirectPartitionPurge",
 	"TestIssue434",
@@ -66,7 +67,6 @@ var KgoSuiteExcluded = map[string]string{
 	"TestShareGroupAckOnClose":                 "share groups (KIP-932) are not served",
 	"TestShareGroupOffsetsAdmin":               "share groups (KIP-932) are not served",
 	"TestConsumeRegexShareSkipsInternal":       "share groups (KIP-932) are not served",
-	"Test848RegexBrokerResolves":               "KIP-848 subscriptions by regular expression are not served",
 	"TestOAuthAuth":                            "SASL OAUTHBEARER is not served",
 	"TestIssueProduceBrokerTooOldFailsRecords": "runs against franz-go's in-process fake broker, not KGO_SEEDS",
 }
