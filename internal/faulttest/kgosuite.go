@@ -33,7 +33,6 @@ var KgoSuiteTests = []string{
 	"TestConsumeTopicRetrieval",
 	"TestConsumeTopicRetrieval_Many",
 	"TestConsumeRegex",
-	"Test848RegexBrokerResolves",
 	"TestIssue337",
 	"TestDirectPartitionPurge",
 	"TestIssue434",
@@ -68,6 +67,7 @@ var KgoSuiteExcluded = map[string]string{
 	"TestShareGroupOffsetsAdmin":               "share groups (KIP-932) are not served",
 	"TestConsumeRegexShareSkipsInternal":       "share groups (KIP-932) are not served",
 	"TestOAuthAuth":                            "SASL OAUTHBEARER is not served",
+	"Test848RegexBrokerResolves":               "racy by construction: it stops polling once it has records of two topics, and __consumer_offsets, which its regular expression names and which holds the group's own records, counts as one; when those come before the other topic's, it reports that topic not consumed (passed 12 of 12 by hand against sluice dev, failed 2 of about 18 runs over ZooKeeper at load 4–5); KIP-848 regular expressions are tested by kafka's TestKgoConsumerGroupProtocolRegex",
 	"TestIssueProduceBrokerTooOldFailsRecords": "runs against franz-go's in-process fake broker, not KGO_SEEDS",
 }
 
