@@ -141,6 +141,8 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 // AppendReplica writes batches that already carry their offsets and epochs, as a
 // follower copies them from its leader. The first batch must start at or
 // after the log end (after it when the leader's log was compacted there).
+// Each batch's header, size and CRC are checked (recordbatch.VerifyReplicated),
+// not its records: the leader checked those when it took the batch.
 func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
 	hs, err := validateBatches(buf, true)
 	if err != nil {
@@ -187,22 +189,25 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []recordbatch.Header) (AppendInf
 	return info, l.afterAppendLocked(info.Records)
 }
 
-// validateBatches checks that buf is one or more whole batches that pass
-// recordbatch.Validate: CRC, layout, and every record inside (decompressed if
-// need be), so that no batch in the log can stall a reader. compacted allows
-// what log compaction leaves, as a follower copies it from a compacted
-// leader: fewer records than offsets, down to none.
-func validateBatches(buf []byte, compacted bool) ([]recordbatch.Header, error) {
+// validateBatches checks that buf is one or more whole batches. A
+// producer's (replica false) must pass recordbatch.Validate: CRC, layout, and
+// every record inside (decompressed if need be), so that no batch in the log
+// can stall a reader. A follower's copy of its leader's batches (replica
+// true) must pass recordbatch.VerifyReplicated: CRC and header, with what log
+// compaction leaves allowed (fewer records than offsets, down to none); its
+// records were checked when the leader took them, and the CRC proves they are
+// the same bytes.
+func validateBatches(buf []byte, replica bool) ([]recordbatch.Header, error) {
 	if len(buf) == 0 {
 		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
 	}
-	src := recordbatch.Produced
-	if compacted {
-		src = recordbatch.Replicated
+	check := func(b []byte) (recordbatch.Header, error) { return recordbatch.Validate(b, recordbatch.Produced) }
+	if replica {
+		check = recordbatch.VerifyReplicated
 	}
 	var hs []recordbatch.Header
 	n, err := recordbatch.Scan(buf, false, func(_ recordbatch.Header, batch []byte) error {
-		h, err := recordbatch.Validate(batch, src)
+		h, err := check(batch)
 		if err != nil {
 			return err
 		}
