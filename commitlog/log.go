@@ -258,7 +258,7 @@ func (l *Log) writeLocked(buf []byte, hs []recordbatch.Header) error {
 	for _, h := range hs {
 		l.producers.record(h)
 	}
-	l.notifyLocked()
+	l.notifyLocked(EndMoves)
 	return nil
 }
 
@@ -457,11 +457,14 @@ func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) endLocked() int64       { return l.activeLocked().next }
 func (l *Log) startLocked() int64     { return l.segments[0].base }
 
-// notifyLocked wakes every reader waiting for the log to move.
-func (l *Log) notifyLocked() {
+// notifyLocked wakes the readers waiting for the log to move: every Wait,
+// and the Watchers waiting for one of the moves in m (AnyMoves for a change
+// that is neither an append nor an HW move: a truncation, a new log start,
+// a compaction swap, a close).
+func (l *Log) notifyLocked(m Moves) {
 	close(l.hwCh)
 	l.hwCh = make(chan struct{})
-	l.watch.wakeAll()
+	l.watch.wake(m)
 }
 
 // Offsets is a snapshot of a log's positions.
@@ -486,7 +489,7 @@ func (l *Log) SetHighWatermark(hw int64) {
 	hw = min(max(hw, l.startLocked()), l.endLocked())
 	if hw > l.hw {
 		l.hw = hw
-		l.notifyLocked()
+		l.notifyLocked(HWMoves)
 	}
 }
 
@@ -617,7 +620,7 @@ func (l *Log) Close() error {
 			err = WriteFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
 		}
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return errors.Join(err, l.closeSegments())
 }
 
