@@ -31,6 +31,8 @@ type E2EOptions struct {
 	Topic string
 	// Partitions of a created topic; one WebSocket consumer each. Default 4.
 	Partitions int
+	// Configs are a created topic's configs (flush.ms, …). Default none.
+	Configs map[string]string
 	// Rates are the records per second to produce, each in (0, 1e6].
 	// Default 1,000 and 50,000.
 	Rates []float64
@@ -97,7 +99,7 @@ func E2E(ctx context.Context, o E2EOptions) (err error) {
 	case o.Processes:
 		where = "processes + ZooKeeper"
 	}
-	if err := ensureTopic(base, o.Topic, o.Partitions, o.ReplicationFactor, nil); err != nil {
+	if err := ensureTopic(base, o.Topic, o.Partitions, o.ReplicationFactor, o.Configs); err != nil {
 		return err
 	}
 	cl, err := newClient(base)

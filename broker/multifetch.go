@@ -86,7 +86,8 @@ func CloseFetched(res []FetchedPartition) {
 // A follower's fetch offsets record its progress on each partition it
 // leads (ISR and HW) once, at the start; the wait is one Watcher over every
 // partition, so a long poll over a thousand idle partitions holds one
-// goroutine and wakes when any of them moves.
+// goroutine and wakes when any of them moves: for a follower, when its log
+// end moves; for a consumer, when its HW does.
 func (b *Broker) FetchPartitions(ctx context.Context, spec FetchSpec) []FetchedPartition {
 	res := make([]FetchedPartition, len(spec.Partitions))
 	parts := make([]*Partition, len(spec.Partitions))
@@ -131,7 +132,14 @@ func (b *Broker) FetchPartitions(ctx context.Context, spec FetchSpec) []FetchedP
 		if w == nil {
 			// Watch, then read once more: a move between the read above
 			// and the watch would otherwise go unseen.
-			w = commitlog.NewWatcher()
+			// A follower reads up to the log end, a consumer up to
+			// the HW (readPartition): each wakes only for the move it
+			// can use.
+			on := commitlog.HWMoves
+			if spec.ReplicaID > 0 {
+				on = commitlog.EndMoves
+			}
+			w = commitlog.NewWatcher(on)
 			for _, p := range parts {
 				p.log.Watch(w)
 			}

@@ -163,7 +163,7 @@ func (l *Log) swapLocked(outs []cleanedSegment) error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.failLocked(err)
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return nil
 }
 

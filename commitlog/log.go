@@ -141,6 +141,8 @@ func (l *Log) Append(buf []byte, leaderEpoch int32) (AppendInfo, error) {
 // AppendReplica writes batches that already carry their offsets and epochs, as a
 // follower copies them from its leader. The first batch must start at or
 // after the log end (after it when the leader's log was compacted there).
+// Each batch's header, size and CRC are checked (recordbatch.VerifyReplicated),
+// not its records: the leader checked those when it took the batch.
 func (l *Log) AppendReplica(buf []byte) (AppendInfo, error) {
 	hs, err := validateBatches(buf, true)
 	if err != nil {
@@ -187,22 +189,25 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []recordbatch.Header) (AppendInf
 	return info, l.afterAppendLocked(info.Records)
 }
 
-// validateBatches checks that buf is one or more whole batches that pass
-// recordbatch.Validate: CRC, layout, and every record inside (decompressed if
-// need be), so that no batch in the log can stall a reader. compacted allows
-// what log compaction leaves, as a follower copies it from a compacted
-// leader: fewer records than offsets, down to none.
-func validateBatches(buf []byte, compacted bool) ([]recordbatch.Header, error) {
+// validateBatches checks that buf is one or more whole batches. A
+// producer's (replica false) must pass recordbatch.Validate: CRC, layout, and
+// every record inside (decompressed if need be), so that no batch in the log
+// can stall a reader. A follower's copy of its leader's batches (replica
+// true) must pass recordbatch.VerifyReplicated: CRC and header, with what log
+// compaction leaves allowed (fewer records than offsets, down to none); its
+// records were checked when the leader took them, and the CRC proves they are
+// the same bytes.
+func validateBatches(buf []byte, replica bool) ([]recordbatch.Header, error) {
 	if len(buf) == 0 {
 		return nil, api.Errorf(api.CodeInvalidRecord, "no record batch in the request")
 	}
-	src := recordbatch.Produced
-	if compacted {
-		src = recordbatch.Replicated
+	check := func(b []byte) (recordbatch.Header, error) { return recordbatch.Validate(b, recordbatch.Produced) }
+	if replica {
+		check = recordbatch.VerifyReplicated
 	}
 	var hs []recordbatch.Header
 	n, err := recordbatch.Scan(buf, false, func(_ recordbatch.Header, batch []byte) error {
-		h, err := recordbatch.Validate(batch, src)
+		h, err := check(batch)
 		if err != nil {
 			return err
 		}
@@ -253,7 +258,7 @@ func (l *Log) writeLocked(buf []byte, hs []recordbatch.Header) error {
 	for _, h := range hs {
 		l.producers.record(h)
 	}
-	l.notifyLocked()
+	l.notifyLocked(EndMoves)
 	return nil
 }
 
@@ -452,11 +457,14 @@ func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) endLocked() int64       { return l.activeLocked().next }
 func (l *Log) startLocked() int64     { return l.segments[0].base }
 
-// notifyLocked wakes every reader waiting for the log to move.
-func (l *Log) notifyLocked() {
+// notifyLocked wakes the readers waiting for the log to move: every Wait,
+// and the Watchers waiting for one of the moves in m (AnyMoves for a change
+// that is neither an append nor an HW move: a truncation, a new log start,
+// a compaction swap, a close).
+func (l *Log) notifyLocked(m Moves) {
 	close(l.hwCh)
 	l.hwCh = make(chan struct{})
-	l.watch.wakeAll()
+	l.watch.wake(m)
 }
 
 // Offsets is a snapshot of a log's positions.
@@ -481,7 +489,7 @@ func (l *Log) SetHighWatermark(hw int64) {
 	hw = min(max(hw, l.startLocked()), l.endLocked())
 	if hw > l.hw {
 		l.hw = hw
-		l.notifyLocked()
+		l.notifyLocked(HWMoves)
 	}
 }
 
@@ -612,7 +620,7 @@ func (l *Log) Close() error {
 			err = WriteFileAtomic(l.fs, l.dir, cleanMarkerFile, nil)
 		}
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return errors.Join(err, l.closeSegments())
 }
 

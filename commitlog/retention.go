@@ -82,6 +82,6 @@ func (l *Log) deleteOldestLocked(n int) error {
 	if err := l.removeProducerSnapshotsLocked(l.startLocked(), math.MaxInt64); err != nil {
 		return fmt.Errorf("%w: deleting producer snapshots: %v", api.ErrStorage, err)
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return nil
 }

@@ -73,7 +73,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 			return 0, l.failLocked(err)
 		}
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return end, nil
 }
 
@@ -149,6 +149,6 @@ func (l *Log) ResetTo(offset int64, producers []byte) error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.failLocked(err)
 	}
-	l.notifyLocked()
+	l.notifyLocked(AnyMoves)
 	return nil
 }

@@ -70,6 +70,22 @@ func Validate(b []byte, src Source) (Header, error) {
 	return h, validateRecords(data, &h, src)
 }
 
+// VerifyReplicated is a follower's check of a batch it copies from its
+// leader: Verify (header, size, CRC-32C, codec) and Validate's header rules
+// for a Replicated batch, without walking or decompressing the records.
+// The leader's log only holds batches that passed Validate when they were
+// produced (Append), and the CRC, which covers every byte after it, proves
+// these are those bytes; walking them again cost a follower ten times the
+// CRC (BenchmarkValidateBatch against BenchmarkVerifyBatch), and a hundred
+// times for a gzip batch.
+func VerifyReplicated(b []byte) (Header, error) {
+	h, err := Verify(b)
+	if err != nil {
+		return h, err
+	}
+	return h, checkBatchHeader(&h, Replicated)
+}
+
 // maxPooledValidateBuf keeps one unusually large batch from pinning its
 // decompressed size in the pool for good.
 const maxPooledValidateBuf = 8 << 20

@@ -220,3 +220,50 @@ func BenchmarkValidateBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestVerifyReplicated: a follower's check refuses what the CRC or the
+// header gives away, takes what compaction leaves, and leaves the records
+// to the leader's Validate.
+func TestVerifyReplicated(t *testing.T) {
+	three := section(rawRecord(0, 0, []byte("a"), []byte("1")), rawRecord(5, 1, nil, []byte("2")), rawRecord(2, 2, nil, nil))
+	good := sealBatch(plainHeader(3), three)
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)-1] ^= 0xff
+	compacted := plainHeader(0)
+	compacted.lastOffsetDelta = 9
+	tooMany := plainHeader(3)
+	tooMany.lastOffsetDelta = 1
+	// Header and CRC agree, the records do not: only Validate can tell.
+	forged := plainHeader(4)
+	forged.lastOffsetDelta = 3
+	tests := []struct {
+		name string
+		b    []byte
+		want api.Code // "" accepts
+	}{
+		{"valid", good, ""},
+		{"compacted: no records", sealBatch(compacted, nil), ""},
+		{"bad crc", flipped, api.CodeCorruptRecord},
+		{"torn", good[:len(good)-1], api.CodeCorruptRecord},
+		{"more records than offsets", sealBatch(tooMany, three), api.CodeCorruptRecord},
+		{"records the header does not describe", sealBatch(forged, three), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := VerifyReplicated(tt.b)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("VerifyReplicated: %v", err)
+				}
+				return
+			}
+			var e *api.Error
+			if !errors.As(err, &e) || e.Code != tt.want {
+				t.Fatalf("VerifyReplicated = %v, want %s", err, tt.want)
+			}
+		})
+	}
+	if _, err := Validate(sealBatch(forged, three), Replicated); err == nil {
+		t.Fatal("Validate took records its header does not describe")
+	}
+}

@@ -151,6 +151,15 @@ func benchE2ECmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.ZK, "zk", envOr("SLUICE_TEST_ZK", ""), "--processes: ZooKeeper host:port (env SLUICE_TEST_ZK)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (producer, consumers and, without --url or --processes, the cluster) to this file")
 	addResultsFlag(fs, &o.Results)
+	o.Configs = map[string]string{}
+	fs.Func("config", "topic config key=value for a created topic (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return errors.New("want key=value")
+		}
+		o.Configs[k] = val
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
