@@ -60,7 +60,7 @@ var KgoSuiteTests = []string{
 // run, each with the reason. A test or subtest pattern here is passed to
 // go test -skip as well, so that none of them skips itself inside the run.
 var KgoSuiteExcluded = map[string]string{
-	"TestTxnEtl":                               "transactions are not served (their APIs answer UNSUPPORTED_VERSION)",
+	"TestTxnEtl":                               "transactions are not served (a transactional id is refused at InitProducerId, and ApiVersions does not list the transaction APIs)",
 	"TestShareGroup":                           "share groups (KIP-932, ShareFetch/ShareAcknowledge) are not served",
 	"TestShareGroupETL":                        "share groups (KIP-932) are not served",
 	"TestShareGroupAckOnClose":                 "share groups (KIP-932) are not served",
