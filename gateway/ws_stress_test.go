@@ -154,22 +154,7 @@ func TestWSStressParkAndWake(t *testing.T) {
 	}
 	// Records in batches of 1 to 5, the partitions in turn, while the
 	// streams read.
-	rng := rand.New(rand.NewPCG(1, 2))
-	produced := make([]int, partitions)
-	for left := partitions * perPart; left > 0; {
-		p := rng.IntN(partitions)
-		n := min(1+rng.IntN(5), perPart-produced[p])
-		if n == 0 {
-			continue
-		}
-		recs := make([]map[string]any, n)
-		for j := range recs {
-			recs[j] = map[string]any{"value": produced[p] + j, "partition": p}
-		}
-		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": recs}, nil)
-		produced[p] += n
-		left -= n
-	}
+	produceScattered(cl, rand.New(rand.NewPCG(1, 2)), partitions, perPart, 5)
 	for i, s := range ss {
 		if st := <-s.done; st.err != nil {
 			t.Fatalf("stream %d (partition %d, binary %v): %v", i, s.p, s.binary, st.err)
@@ -291,22 +276,7 @@ func TestSSEStressSharedPolls(t *testing.T) {
 			return sc.TopicSSE(ctx, "hostile", "earliest", "")
 		})
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	produced := make([]int, partitions)
-	for left := partitions * perPart; left > 0; {
-		p := rng.IntN(partitions)
-		n := min(1+rng.IntN(4), perPart-produced[p])
-		if n == 0 {
-			continue
-		}
-		recs := make([]map[string]any, n)
-		for j := range recs {
-			recs[j] = map[string]any{"value": produced[p] + j, "partition": p}
-		}
-		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": recs}, nil)
-		produced[p] += n
-		left -= n
-	}
+	produceScattered(cl, rand.New(rand.NewPCG(5, 6)), partitions, perPart, 4)
 	for _, s := range ss {
 		if err := <-s.done; err != nil {
 			t.Fatalf("%s: %v", s.name, err)
@@ -423,6 +393,27 @@ func TestWSStressChurn(t *testing.T) {
 
 // goroutineIn reports whether a goroutine runs a function whose name holds
 // name.
+// produceScattered produces perPart records to each of the first
+// partitions of topic hostile, in batches of 1 to maxBatch to a partition
+// picked at random, each record's value its index in its partition.
+func produceScattered(cl client, rng *rand.Rand, partitions, perPart, maxBatch int) {
+	produced := make([]int, partitions)
+	for left := partitions * perPart; left > 0; {
+		p := rng.IntN(partitions)
+		n := min(1+rng.IntN(maxBatch), perPart-produced[p])
+		if n == 0 {
+			continue
+		}
+		recs := make([]map[string]any, n)
+		for j := range recs {
+			recs[j] = map[string]any{"value": produced[p] + j, "partition": p}
+		}
+		cl.json("POST", "/v1/topics/hostile/records", map[string]any{"records": recs}, nil)
+		produced[p] += n
+		left -= n
+	}
+}
+
 func goroutineIn(name string) bool {
 	buf := make([]byte, 16<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), name)
