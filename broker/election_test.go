@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sluice-io/sluice/api"
@@ -74,5 +75,31 @@ func TestDecideLeader(t *testing.T) {
 				t.Fatalf("got %+v change=%v, want %+v change=%v", got, change, tt.want, tt.change)
 			}
 		})
+	}
+}
+
+func TestLeadersFirstPutsElectionsBeforeISRShrinks(t *testing.T) {
+	// A broker died: it led p1 and p3 and followed p0 and p2.
+	writes := []stateWrite{
+		{topic: "t", partition: 0, state: api.PartitionState{Leader: 1, LeaderEpoch: 4, ISR: []int32{1, 3}}},
+		{topic: "t", partition: 1, state: api.PartitionState{Leader: 3, LeaderEpoch: 5, ISR: []int32{3, 1}}},
+		{topic: "t", partition: 2, state: api.PartitionState{Leader: 3, LeaderEpoch: 2, ISR: []int32{3}}},
+		{topic: "t", partition: 3, state: api.PartitionState{Leader: -1, LeaderEpoch: 7, ISR: []int32{2}}},
+	}
+	keys := []partitionKey{{"id", 0}, {"id", 1}, {"id", 2}, {"id", 3}}
+	was := []int32{1, 2, 3, 2}
+	leadersFirst(writes, keys, was)
+	var order []int32
+	for i, w := range writes {
+		order = append(order, w.partition)
+		if keys[i].partition != w.partition {
+			t.Fatalf("key %d names partition %d, its write %d", i, keys[i].partition, w.partition)
+		}
+	}
+	if want := []int32{1, 3, 0, 2}; !slices.Equal(order, want) {
+		t.Fatalf("write order %v, want the elections (1, 3) first, then the ISR shrinks (0, 2): %v", order, want)
+	}
+	if want := []int32{2, 2, 1, 3}; !slices.Equal(was, want) {
+		t.Fatalf("was %v, want %v (kept beside its write)", was, want)
 	}
 }
