@@ -45,6 +45,7 @@ type View struct {
 	changed map[string]bool       // topics with a node whose watch fired since the last refresh began
 	reread  bool                  // Reload: the next refresh rebuilds every topic
 	subs    []chan struct{}       // cap-1 notification channels
+	next    chan struct{}         // closed when the next snapshot is published (Published)
 	synced  map[chan error]uint64 // Refresh callers waiting for a refresh at or past a generation
 	gen     uint64                // refreshes requested so far
 	done1   bool
@@ -90,6 +91,7 @@ func NewView(c coord.Coordinator, log *slog.Logger) *View {
 		watched: map[string]nodeData{},
 		changed: map[string]bool{},
 		synced:  map[chan error]uint64{},
+		next:    make(chan struct{}),
 	}
 	v.snap.Store(&Metadata{Brokers: map[int32]api.BrokerRegistration{}, Controller: api.ControllerRegistration{BrokerID: -1}, Topics: map[string]*TopicMeta{}})
 	return v
@@ -129,6 +131,16 @@ func (v *View) Subscribe() <-chan struct{} {
 	v.subs = append(v.subs, ch)
 	v.mu.Unlock()
 	return ch
+}
+
+// Published returns a channel closed once a snapshot newer than Current
+// is published: take it before reading Current, and a wait on it misses
+// no change. Any number of waiters may share it, and one that gives up
+// leaves nothing behind.
+func (v *View) Published() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.next
 }
 
 // Refresh waits until a published snapshot holds every change the
@@ -226,6 +238,8 @@ func (v *View) loop() {
 			first = false
 		}
 		v.mu.Lock()
+		close(v.next)
+		v.next = make(chan struct{})
 		for ch, g := range v.synced {
 			if g <= gen {
 				ch <- nil

@@ -210,3 +210,74 @@ func TestViewRefreshSeesOtherSessionsWrites(t *testing.T) {
 		}
 	})
 }
+
+// A caller that takes Published before reading Current is woken by the
+// next publish, and what it reads then holds the change that woke it:
+// the gateway's produce retry waits this way for a moved leadership.
+func TestViewPublishedWakesWaitersOnTheNextSnapshot(t *testing.T) {
+	ctx := t.Context()
+	s := clusterTree(t)
+	rec, _ := json.Marshal(api.TopicRecord{ID: "a", Replicas: [][]int32{{1}}})
+	st, _ := json.Marshal(api.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1}})
+	if _, err := s.Multi(ctx, coord.CreateOp(TopicPath("a"), rec, 0), coord.CreateOp(PartitionsPath("a"), nil, 0),
+		coord.CreateOp(PartitionPath("a", 0), nil, 0), coord.CreateOp(PartitionStatePath("a", 0), st, 0)); err != nil {
+		t.Fatal(err)
+	}
+	v := NewView(s, nil)
+	v.Start()
+	defer v.Close()
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	epoch := func() int32 {
+		if _, st, err := v.Current().Leader("a", 0); err == nil {
+			return st.LeaderEpoch
+		}
+		return -1
+	}
+	published := v.Published()
+	if e := epoch(); e != 1 {
+		t.Fatalf("before the change the view names epoch %d", e)
+	}
+	select {
+	case <-published:
+		t.Fatal("Published is closed with no new snapshot")
+	default:
+	}
+	// Several waiters share the channel.
+	var wg sync.WaitGroup
+	seen := make([]int32, 3)
+	for i := range seen {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ch := v.Published()
+				if e := epoch(); e == 2 {
+					seen[i] = e
+					return
+				}
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	st2, _ := json.Marshal(api.PartitionState{Leader: 1, LeaderEpoch: 2, ISR: []int32{1}})
+	if _, err := s.Set(ctx, PartitionStatePath("a", 0), st2, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-published:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no publish within 30 s of a state change")
+	}
+	wg.Wait()
+	for i, e := range seen {
+		if e != 2 {
+			t.Fatalf("waiter %d ended seeing epoch %d, want 2", i, e)
+		}
+	}
+}

@@ -599,12 +599,21 @@ func retriableIdempotent(err error) bool {
 
 // produceTo sends one partition's batch to its leader, following leadership
 // changes and retrying failures that wrote nothing until ctx ends.
+//
+// Between attempts it waits for the view to name another leader or epoch
+// than the one tried, at most the backoff: a leadership that moves (a
+// controlled shutdown, a failover) is written to as soon as the gateway
+// learns of the move, not a backoff later.
 func (g *Gateway) produceTo(ctx context.Context, topic string, p int32, acks string, batch []byte, retriable func(error) bool) (brokerapi.ProduceResult, error) {
-	res, err := retry(ctx, retriable, func() (brokerapi.ProduceResult, error) {
+	tried := api.PartitionState{Leader: -1, LeaderEpoch: -1}
+	pause := func(ctx context.Context, d time.Duration) { g.awaitLeaderChange(ctx, topic, p, tried, d) }
+	res, err := retryPaced(ctx, retriable, pause, func() (brokerapi.ProduceResult, error) {
 		addr, st, err := g.view.Current().Leader(topic, p)
 		if err != nil {
+			tried = api.PartitionState{Leader: -1, LeaderEpoch: -1} // any live leader is worth an attempt
 			return brokerapi.ProduceResult{}, err
 		}
+		tried = st
 		return g.brokers.Produce(ctx, addr, topic, p, acks, leaderTimeout(ctx), st.LeaderEpoch, batch)
 	})
 	if err != nil && brokerapi.NotSent(err) {
@@ -628,22 +637,53 @@ func leaderTimeout(ctx context.Context) time.Duration {
 	return max(time.Until(dl), time.Millisecond)
 }
 
+// awaitLeaderChange waits until the view names a live leader of topic/p
+// other than tried's leader or epoch, d passes, or ctx ends.
+func (g *Gateway) awaitLeaderChange(ctx context.Context, topic string, p int32, tried api.PartitionState, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		published := g.view.Published() // before Current: no snapshot in between goes unseen
+		if _, st, err := g.view.Current().Leader(topic, p); err == nil && (st.Leader != tried.Leader || st.LeaderEpoch != tried.LeaderEpoch) {
+			return
+		}
+		select {
+		case <-published:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // retry calls f until it succeeds, fails in a way ok says is not worth
 // retrying, or ctx ends; then it returns the last error.
 func retry[T any](ctx context.Context, ok func(error) bool, f func() (T, error)) (T, error) {
+	return retryPaced(ctx, ok, sleepCtx, f)
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// retryPaced is retry with pause between attempts: it waits at most the
+// backoff, which grows from 10 ms to 250 ms, and may end earlier when
+// something worth another attempt happened.
+func retryPaced[T any](ctx context.Context, ok func(error) bool, pause func(context.Context, time.Duration), f func() (T, error)) (T, error) {
 	backoff := 10 * time.Millisecond
 	for {
 		v, err := f()
 		if err == nil || !ok(err) {
 			return v, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
-		}
+		pause(ctx, backoff)
 		if ctx.Err() != nil {
 			// Ended while waiting: the last answer stands, rather than an
 			// attempt with no time left.
