@@ -34,6 +34,9 @@ type fetchSession struct {
 	id, replica int32
 	sem         chan struct{}
 	lastUsed    time.Time // guarded by fetchSessions.mu
+	// wake (capacity 1) ends the long poll of the request in flight, or
+	// the next one's (PathReplicaFetchWake); sent to without sem.
+	wake chan struct{}
 
 	epoch int32 // the epoch the next request must carry
 	parts map[brokerapi.TopicPartition]*sessionPartition
@@ -108,7 +111,7 @@ func (fs *fetchSessions) create(replica, old int32, now time.Time) *fetchSession
 			break
 		}
 	}
-	s := &fetchSession{id: fs.lastID, replica: replica, sem: make(chan struct{}, 1), lastUsed: now,
+	s := &fetchSession{id: fs.lastID, replica: replica, sem: make(chan struct{}, 1), wake: make(chan struct{}, 1), lastUsed: now,
 		parts: map[brokerapi.TopicPartition]*sessionPartition{}, full: true}
 	s.sem <- struct{}{}
 	fs.byID[s.id] = s
@@ -139,6 +142,22 @@ func (fs *fetchSessions) release(s *fetchSession, now time.Time) {
 	s.lastUsed = now
 	fs.mu.Unlock()
 	<-s.sem
+}
+
+// wake ends the long poll of replica's session id: the one in flight, or
+// else the next. FETCH_SESSION_ID_NOT_FOUND: no such session for it.
+func (fs *fetchSessions) wake(replica, id int32) error {
+	fs.mu.Lock()
+	s := fs.byID[id]
+	fs.mu.Unlock()
+	if s == nil || s.replica != replica {
+		return api.Errorf(api.CodeFetchSessionNotFound, "no fetch session %d of replica %d here", id, replica)
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // size is the number of sessions held.
@@ -196,7 +215,7 @@ func (s *fetchSession) spec(r brokerapi.ReplicaFetchRequest) (FetchSpec, []broke
 	order := make([]brokerapi.TopicPartition, 0, n)
 	order = append(order, s.order[s.start:]...)
 	order = append(order, s.order[:s.start]...)
-	spec := FetchSpec{ReplicaID: r.ReplicaID, MaxWait: r.MaxWait, MinBytes: int64(r.MinBytes), MaxBytes: int64(r.MaxBytes),
+	spec := FetchSpec{ReplicaID: r.ReplicaID, Wake: s.wake, MaxWait: r.MaxWait, MinBytes: int64(r.MinBytes), MaxBytes: int64(r.MaxBytes),
 		Partitions: make([]FetchPartitionSpec, n)}
 	for i, tp := range order {
 		sp := s.parts[tp]

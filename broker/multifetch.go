@@ -23,6 +23,9 @@ type FetchSpec struct {
 	// there, a partition has an error, or MaxWait passed.
 	MaxWait  time.Duration
 	MinBytes int64
+	// Wake, when it receives, ends the long poll early (a follower's
+	// stream has a partition to add to it); nil: only the above do.
+	Wake <-chan struct{}
 	// MaxBytes bounds the answer's data over all partitions (0: no bound
 	// but the partitions' own). The first partition with data gets at
 	// least one whole batch even when it is larger.
@@ -123,9 +126,10 @@ func (b *Broker) FetchPartitions(ctx context.Context, spec FetchSpec) []FetchedP
 			}
 		}
 	}()
+	woken := false
 	for {
 		total, failed := b.readPartitions(ctx, spec, parts, res)
-		if failed || total >= spec.MinBytes || wctx.Err() != nil {
+		if failed || total >= spec.MinBytes || wctx.Err() != nil || woken {
 			return res
 		}
 		CloseFetched(res)
@@ -148,6 +152,8 @@ func (b *Broker) FetchPartitions(ctx context.Context, spec FetchSpec) []FetchedP
 		select {
 		case <-w.C():
 		case <-wctx.Done():
+		case <-spec.Wake:
+			woken = true // read once more, then answer
 		}
 	}
 }

@@ -79,6 +79,35 @@ func (b *Broker) handleReplicaFetch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handleReplicaFetchWake ends the long poll of a follower's fetch session
+// (PathReplicaFetchWake): its stream has a partition to name at once.
+func (b *Broker) handleReplicaFetchWake(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	replica, err := apihttp.QueryInt(q, "replica_id", 0, 1, 1<<31-1)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	id, err := apihttp.QueryInt(q, "session_id", 0, 1, 1<<31-1)
+	if err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	if replica == 0 || id == 0 {
+		apihttp.WriteError(w, api.Errorf(api.CodeInvalidRequest, "a fetch wake names replica_id and session_id"))
+		return
+	}
+	if err := b.checkReplicaCaller(r.Context(), int32(replica)); err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	if err := b.sessions.wake(int32(replica), int32(id)); err != nil {
+		apihttp.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // readReplicaFetch reads and decodes a replica fetch request body, bounded
 // by MaxReplicaFetchRequestBytes before it is buffered.
 func (b *Broker) readReplicaFetch(r *http.Request) (brokerapi.ReplicaFetchRequest, error) {

@@ -17,7 +17,7 @@ import (
 // follower's stream does: a full fetch answers every partition of the
 // session with its positions; an incremental request with nothing changed
 // answers none after its long poll, and one after a produce answers the
-// data; a lost session or a repeated epoch is refused with its code; a
+// data; a wake ends a long poll at once; a lost session or a repeated epoch is refused with its code; a
 // malformed or mistyped body is refused before it is decoded.
 func TestReplicaFetchRoute(t *testing.T) {
 	rc := startReplicated(t)
@@ -75,6 +75,56 @@ func TestReplicaFetchRoute(t *testing.T) {
 	}
 	if len(data.Partitions) != 1 || data.Partitions[0].Size == 0 || int64(len(data.Partitions[0].Data)) != data.Partitions[0].Size {
 		t.Fatalf("incremental fetch after a produce: %+v", data)
+	}
+	// A wake ends a long poll that would otherwise last the route's
+	// longest wait (30 s, past this step's bound): the answer comes, with
+	// no data, and the session goes on at the next epoch.
+	type fetched struct {
+		a   brokerapi.ReplicaFetchAnswer
+		err error
+	}
+	polled := make(chan fetched, 1)
+	go func() {
+		a, err := client.ReplicaFetch(ctx, leaderAddr, brokerapi.ReplicaFetchRequest{ReplicaID: follower, SessionID: full.SessionID, SessionEpoch: 3, MaxWait: time.Hour, MinBytes: 1,
+			Changed: []brokerapi.ReplicaFetchPartition{{TopicPartition: tp, FetchOffset: 5, LeaderEpoch: p.LeaderEpoch}}}, &buf)
+		polled <- fetched{a, err}
+	}()
+	woken := false
+	for !woken {
+		if err := client.WakeReplicaFetch(ctx, leaderAddr, follower, full.SessionID); err != nil {
+			t.Fatal(err)
+		}
+		// A wake that came before the poll began ends the poll at once
+		// too; one that came between two looks here only repeats that.
+		select {
+		case f := <-polled:
+			// The partition may be named for its HW, which the
+			// followers move meanwhile, but with no data.
+			if f.err != nil || f.a.SessionID != full.SessionID || len(f.a.Partitions) > 1 || (len(f.a.Partitions) == 1 && f.a.Partitions[0].Size != 0) {
+				t.Fatalf("a woken long poll: %+v %v, want the session and no data", f.a, f.err)
+			}
+			woken = true
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("a woken long poll did not end")
+		}
+	}
+	if _, err := client.ReplicaFetch(ctx, leaderAddr, brokerapi.ReplicaFetchRequest{ReplicaID: follower, SessionID: full.SessionID, SessionEpoch: 4, MaxWait: 0}, &buf); err != nil {
+		t.Fatalf("the session after a wake: %v", err)
+	}
+	if err := client.WakeReplicaFetch(ctx, leaderAddr, follower, full.SessionID+1000); !errors.Is(err, &api.Error{Code: api.CodeFetchSessionNotFound}) {
+		t.Fatalf("a wake for an unknown session: %v, want FETCH_SESSION_ID_NOT_FOUND", err)
+	}
+	if err := client.WakeReplicaFetch(ctx, leaderAddr, follower+10, full.SessionID); !errors.Is(err, &api.Error{Code: api.CodeFetchSessionNotFound}) {
+		t.Fatalf("a wake for another replica's session: %v, want FETCH_SESSION_ID_NOT_FOUND", err)
+	}
+	if resp, err := http.Post("http://"+leaderAddr+brokerapi.PathReplicaFetchWake, "", nil); err != nil {
+		t.Fatal(err)
+	} else if code := apiCode(t, resp); resp.StatusCode != 400 || code != api.CodeInvalidRequest {
+		resp.Body.Close()
+		t.Fatalf("a wake naming no session: %d %s, want 400 INVALID_REQUEST", resp.StatusCode, code)
+	} else {
+		resp.Body.Close()
 	}
 	_, err = client.ReplicaFetch(ctx, leaderAddr, brokerapi.ReplicaFetchRequest{ReplicaID: follower, SessionID: full.SessionID + 1000, SessionEpoch: 1}, &buf)
 	if !errors.Is(err, &api.Error{Code: api.CodeFetchSessionNotFound}) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluice-io/sluice/api"
@@ -17,6 +18,13 @@ import (
 // session (KIP-227) so that a partition nothing happened to costs no bytes
 // in either direction.
 const PathReplicaFetch = "/internal/v1/fetch"
+
+// PathReplicaFetchWake ends the long poll a follower's fetch session has
+// in flight (query replica_id and session_id), so that a partition that
+// just joined its stream is named in the next request at once instead of
+// after the poll's max wait. A session with no request in flight answers
+// its next one without waiting.
+const PathReplicaFetchWake = "/internal/v1/fetch/wake"
 
 // ContentTypeReplicaFetch is the binary encoding of a replica fetch request
 // and of its answer (EncodeReplicaFetchRequest, AppendReplicaFetchHeader).
@@ -284,6 +292,23 @@ func (c *Client) ReplicaFetch(ctx context.Context, addr string, r ReplicaFetchRe
 		return a, api.Errorf(api.CodeBrokerUnavailable, "%s: %v", addr, err)
 	}
 	return a, nil
+}
+
+// WakeReplicaFetch asks the leader at addr to end the long poll of the
+// follower replica's fetch session id (PathReplicaFetchWake).
+// FETCH_SESSION_ID_NOT_FOUND: the leader holds no such session.
+func (c *Client) WakeReplicaFetch(ctx context.Context, addr string, replica, session int32) error {
+	u := c.base(addr) + PathReplicaFetchWake + "?replica_id=" + strconv.Itoa(int(replica)) + "&session_id=" + strconv.Itoa(int(session))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }
 
 func appendString(b []byte, s string) []byte {

@@ -70,6 +70,10 @@ type StreamPartition struct {
 //     leaves the session and comes back after a backoff, or with the next
 //     metadata that names it a new leader or epoch.
 //
+// A partition that joins, or becomes fetchable, while a fetch waits asks
+// the leader to end that long poll (wakeLeader), so it is named in the
+// next request at once rather than after MaxWait.
+//
 // Each of these takes the partition out of the session for at least a
 // backoff (PartitionBackoff, doubling to 1 s), so one partition's error, which ends the
 // leader's long poll at once, never makes the stream spin.
@@ -255,8 +259,16 @@ func (s *Stream) run() {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+30*time.Second)
+		var woke chan struct{}
+		if req.SessionEpoch > 0 {
+			woke = make(chan struct{})
+			go s.wakeLeader(fctx, addr, req.SessionID, woke)
+		}
 		ans, err := s.cfg.Client.ReplicaFetch(fctx, addr, req, &s.buf)
 		cancel()
+		if woke != nil {
+			<-woke
+		}
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return
@@ -276,6 +288,28 @@ func (s *Stream) run() {
 			// the life of the stream.
 			s.buf = nil
 		}
+	}
+}
+
+// wakeLeader runs beside one fetch of session id (owned by run, which
+// waits for done): when a partition joins or becomes fetchable before the
+// fetch ends (ctx ends with it), it asks the leader to end the long poll, so the next
+// request names the partition without waiting out MaxWait. One wake per
+// fetch; an error costs nothing but that wait.
+func (s *Stream) wakeLeader(ctx context.Context, addr string, id int32, done chan<- struct{}) {
+	defer close(done)
+	select {
+	case <-s.kick:
+	case <-ctx.Done():
+		return
+	}
+	// The kick is spent here: the next request is built after this fetch
+	// and sees whatever changed. The wake's own answer is waited for (not
+	// cut off with the fetch), so its connection is kept.
+	wctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Client.WakeReplicaFetch(wctx, addr, s.cfg.Self, id); err != nil && s.ctx.Err() == nil {
+		s.log.Debug("could not end the leader's long poll", "err", err, "session", id)
 	}
 }
 

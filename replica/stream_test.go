@@ -19,15 +19,33 @@ import (
 
 // fakeLeader answers replica fetches with what answer returns for each
 // request, after recording it; an answer with nothing in it waits a little,
-// as a long poll over idle partitions does.
+// as a long poll over idle partitions does, or, with hold, until a wake
+// (PathReplicaFetchWake) ends it.
 type fakeLeader struct {
 	t        *testing.T
 	requests chan brokerapi.ReplicaFetchRequest
 	answer   func(n int32, r brokerapi.ReplicaFetchRequest) ([]brokerapi.ReplicaFetchedPartition, [][]byte)
 	n        atomic.Int32 // requests so far (the stream sends one at a time)
+	hold     bool
+	wake     chan struct{} // cap 1, with hold
+	wakes    atomic.Int32
 }
 
 func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == brokerapi.PathReplicaFetchWake {
+		if got := r.URL.Query().Get("session_id"); got != "5" {
+			f.t.Errorf("a wake for session %q, want the leader's 5", got)
+		}
+		f.wakes.Add(1)
+		if f.hold {
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	req, err := brokerapi.DecodeReplicaFetchRequest(body)
 	if err != nil {
@@ -42,8 +60,13 @@ func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	parts, data := f.answer(f.n.Add(1), req)
 	if len(parts) == 0 {
+		var held <-chan time.Time
+		if !f.hold {
+			held = time.After(10 * time.Millisecond)
+		}
 		select {
-		case <-time.After(10 * time.Millisecond):
+		case <-held:
+		case <-f.wake:
 		case <-r.Context().Done():
 			return
 		}
@@ -191,5 +214,61 @@ func TestStreamSessionAndPartitionErrors(t *testing.T) {
 	}
 	if s.Len() != 1 {
 		t.Fatalf("%d partitions on the stream, want 1", s.Len())
+	}
+}
+
+// TestStreamWakesTheLeaderForAJoiningPartition: a partition that joins a
+// stream while its long poll waits on a leader with nothing to send is not
+// left out until the poll's max wait (here the fake leader's poll would
+// never end): the stream asks the leader to end the poll, and the next
+// request names the partition.
+func TestStreamWakesTheLeaderForAJoiningPartition(t *testing.T) {
+	la, lb := openLog(t), openLog(t)
+	leader := &fakeLeader{t: t, requests: make(chan brokerapi.ReplicaFetchRequest, 64), hold: true, wake: make(chan struct{}, 1)}
+	leader.answer = func(n int32, r brokerapi.ReplicaFetchRequest) ([]brokerapi.ReplicaFetchedPartition, [][]byte) {
+		if r.SessionEpoch == 0 {
+			// The first answer of a session carries its partitions.
+			var parts []brokerapi.ReplicaFetchedPartition
+			for _, c := range r.Changed {
+				parts = append(parts, brokerapi.ReplicaFetchedPartition{TopicPartition: c.TopicPartition, HighWatermark: 0})
+			}
+			return parts, nil
+		}
+		return nil, nil
+	}
+	srv := httptest.NewServer(leader)
+	defer srv.Close()
+	trunc := NewTruncator(2, nil)
+	defer trunc.Close()
+	client := brokerapi.NewClient()
+	defer client.Close()
+	s := NewStream(StreamConfig{Self: 2, LeaderID: 1, Client: client, Truncator: trunc, MaxWait: time.Hour,
+		LeaderAddr: func() (string, bool) { return strings.TrimPrefix(srv.URL, "http://"), true }})
+	defer s.Close()
+	next := func() brokerapi.ReplicaFetchRequest {
+		t.Helper()
+		select {
+		case r := <-leader.requests:
+			return r
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no request from the stream (%d wakes sent)", leader.wakes.Load())
+		}
+		return brokerapi.ReplicaFetchRequest{}
+	}
+	s.Add(StreamPartition{Topic: "a", Partition: 0, LeaderEpoch: 1, Log: la})
+	if r := next(); r.SessionEpoch != 0 || !slices.Equal(changedNames(r), []string{"a/0@0"}) {
+		t.Fatalf("first request: epoch %d, changed %v; want a new session with a/0", r.SessionEpoch, changedNames(r))
+	}
+	if r := next(); r.SessionEpoch != 1 || len(r.Changed) != 0 {
+		t.Fatalf("second request: epoch %d, changed %v; want the session with nothing changed", r.SessionEpoch, changedNames(r))
+	}
+	// That poll is held by the leader now (or about to be); a/1 joins.
+	s.Add(StreamPartition{Topic: "a", Partition: 1, LeaderEpoch: 1, Log: lb})
+	r := next()
+	if r.SessionEpoch != 2 || !slices.Equal(changedNames(r), []string{"a/1@0"}) {
+		t.Fatalf("the request after a/1 joined: epoch %d, changed %v; want the session naming a/1", r.SessionEpoch, changedNames(r))
+	}
+	if leader.wakes.Load() == 0 {
+		t.Fatal("the poll ended with no wake sent")
 	}
 }
