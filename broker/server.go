@@ -48,7 +48,7 @@ func (b *Broker) routes() http.Handler {
 	r.With(topic(auth.OpWrite)).Post(brokerapi.PathProduce, b.handleProduce)
 	r.With(topic(auth.OpRead)).Get(brokerapi.PathFetch, b.handleFetch) // replica fetches: the named broker only
 	r.With(topic(auth.OpDescribe)).Get(brokerapi.PathListOffsets, b.handleListOffsets)
-	r.With(b.brokersOnly).Post(brokerapi.PathReplicaFetch, b.handleReplicaFetch) // and the named broker only (in the handler)
+	r.With(b.brokersOnly).Post(brokerapi.PathReplicaFetch, b.handleReplicaFetch)         // and the named broker only (in the handler)
 	r.With(b.brokersOnly).Post(brokerapi.PathReplicaFetchWake, b.handleReplicaFetchWake) // likewise
 	r.With(b.brokersOnly).Get(brokerapi.PathEpochEnd, b.handleEpochEnd)
 	r.Get(brokerapi.PathProducerSnapshot, b.handleProducerSnapshot) // brokers only (in the handler)
