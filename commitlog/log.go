@@ -39,20 +39,23 @@ type Log struct {
 	// it exclusively; reads take it shared only to locate bytes and lease a
 	// descriptor, never while data is copied to a client. FilePool.mu is
 	// taken inside it.
-	mu         sync.RWMutex
-	segments   []*segment // ordered by base offset; the last one takes appends
-	hw         int64
-	epochs     epochCache
-	producers  producerState
-	snapshots  []int64       // offsets of the producer snapshot files, ascending
-	writeErr   error         // sticky: once set the log refuses appends
-	unflushed  int64         // records appended since the last fsync
-	flushTimer *time.Timer   // armed while unflushed data waits for FlushInterval
-	hwCh       chan struct{} // closed and replaced whenever hw or the log end moves
-	watch      watchers      // woken with hwCh
-	hwSaved    int64         // the HW last written to the checkpoint file
-	closed     bool
-	truncs     uint64 // TruncateTo and ResetTo calls: a clean spanning one is abandoned
+	mu       sync.RWMutex
+	segments []*segment // ordered by base offset; the last one takes appends
+	hw       int64
+	epochs   epochCache
+	// epochsUnsaved: an AssignEpoch entry is in memory only; the next
+	// append or cut saves the lineage with it.
+	epochsUnsaved bool
+	producers     producerState
+	snapshots     []int64       // offsets of the producer snapshot files, ascending
+	writeErr      error         // sticky: once set the log refuses appends
+	unflushed     int64         // records appended since the last fsync
+	flushTimer    *time.Timer   // armed while unflushed data waits for FlushInterval
+	hwCh          chan struct{} // closed and replaced whenever hw or the log end moves
+	watch         watchers      // woken with hwCh
+	hwSaved       int64         // the HW last written to the checkpoint file
+	closed        bool
+	truncs        uint64 // TruncateTo and ResetTo calls: a clean spanning one is abandoned
 
 	// cleanMu serializes Clean. Order: cleanMu before mu. A clean holds it
 	// throughout and takes mu only briefly, to plan and to swap.
@@ -181,7 +184,7 @@ func (l *Log) writeBatchesLocked(buf []byte, hs []recordbatch.Header) (AppendInf
 	for _, h := range hs {
 		changed = l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) || changed
 	}
-	if changed {
+	if changed || l.epochsUnsaved {
 		if err := l.saveEpochsLocked(); err != nil {
 			return info, l.failLocked(err)
 		}
@@ -566,6 +569,15 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 // AssignEpoch records that leader epoch starts at the current log end, as a
 // new leader does before it takes writes, so that followers asking where an
 // earlier epoch ends get the right answer even before the first append.
+//
+// The entry is kept in memory: the checkpoint file is written (and synced)
+// with the first append after it, or a cut. An epoch with no batch in it
+// is not kept across a restart in any case (Open drops the epochs that
+// start at the log end), and its loss changes no answer: the epoch before
+// it then ends at the log end, where this one started. Syncing the file
+// here cost a broker taking over a thousand leaderships an fsync pair per
+// partition, one after another, before it served the last of them
+// (seconds after the metadata named it).
 func (l *Log) AssignEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -573,9 +585,7 @@ func (l *Log) AssignEpoch(epoch int32) error {
 		return err
 	}
 	if l.epochs.assign(epoch, l.endLocked()) {
-		if err := l.saveEpochsLocked(); err != nil {
-			return l.failLocked(err)
-		}
+		l.epochsUnsaved = true
 	}
 	return nil
 }
@@ -588,7 +598,11 @@ func (l *Log) Epochs() []EpochEntry {
 }
 
 func (l *Log) saveEpochsLocked() error {
-	return WriteFileAtomic(l.fs, l.dir, epochFile, l.epochs.encode())
+	if err := WriteFileAtomic(l.fs, l.dir, epochFile, l.epochs.encode()); err != nil {
+		return err
+	}
+	l.epochsUnsaved = false
+	return nil
 }
 
 // Close flushes the log, checkpoints the HW, marks the shutdown clean and

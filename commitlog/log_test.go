@@ -787,3 +787,60 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestAssignedEpochAcrossRestarts: a new leader's epoch, assigned before it
+// wrote anything, is kept once the first append in it is; with nothing in
+// it, a restart (a crash or a clean close) does not keep it, and that
+// changes no answer a follower gets.
+func TestAssignedEpochAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, osFS(t, dir), commitlog.Options{})
+	if _, err := l.Append(batch(t, "a", 10, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if epoch, end := l.EndOffsetForEpoch(1); epoch != 1 || end != 10 {
+		t.Fatalf("end of epoch 1 with epoch 3 assigned: %d %d, want 1 10", epoch, end)
+	}
+	// A crash (no Close) before any write in epoch 3.
+	l = openLog(t, osFS(t, dir), commitlog.Options{})
+	if got := l.Epochs(); fmt.Sprint(got) != fmt.Sprint([]commitlog.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
+		t.Fatalf("epochs after a crash: %v, want epoch 1 alone", got)
+	}
+	if epoch, end := l.EndOffsetForEpoch(1); epoch != 1 || end != 10 {
+		t.Fatalf("end of epoch 1 after the crash: %d %d, want 1 10 as before", epoch, end)
+	}
+	// Assigned again and written in: a crash keeps it.
+	if err := l.AssignEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(batch(t, "b", 10, 1), 3); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, osFS(t, dir), commitlog.Options{})
+	want := []commitlog.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 10}}
+	if got := l.Epochs(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("epochs after a write in epoch 3 and a crash: %v, want %v", got, want)
+	}
+	// Assigned with nothing written, then closed: the clean reopen drops
+	// it, and epoch 3 still ends at the log end.
+	if err := l.AssignEpoch(5); err != nil {
+		t.Fatal(err)
+	}
+	if epoch, end := l.EndOffsetForEpoch(3); epoch != 3 || end != 20 {
+		t.Fatalf("end of epoch 3 with epoch 5 assigned: %d %d, want 3 20", epoch, end)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, osFS(t, dir), commitlog.Options{})
+	defer l.Close()
+	if got := l.Epochs(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("epochs after a clean close: %v, want %v", got, want)
+	}
+	if epoch, end := l.EndOffsetForEpoch(3); epoch != 3 || end != 20 {
+		t.Fatalf("end of epoch 3 after the restart: %d %d, want 3 20", epoch, end)
+	}
+}
