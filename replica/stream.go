@@ -293,9 +293,9 @@ func (s *Stream) run() {
 
 // wakeLeader runs beside one fetch of session id (owned by run, which
 // waits for done): when a partition joins or becomes fetchable before the
-// fetch ends (ctx ends with it), it asks the leader to end the long poll, so the next
-// request names the partition without waiting out MaxWait. One wake per
-// fetch; an error costs nothing but that wait.
+// fetch ends (ctx ends with it), it asks the leader to end the long poll,
+// so the next request names the partition without waiting out MaxWait.
+// One wake per fetch; an error costs nothing but that wait.
 func (s *Stream) wakeLeader(ctx context.Context, addr string, id int32, done chan<- struct{}) {
 	defer close(done)
 	select {
