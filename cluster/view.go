@@ -49,6 +49,8 @@ type View struct {
 	synced  map[chan error]uint64 // Refresh callers waiting for a refresh at or past a generation
 	gen     uint64                // refreshes requested so far
 	done1   bool
+
+	reads int // nodes the current refresh read from the coordinator; owned by loop
 }
 
 type nodeData struct {
@@ -219,6 +221,8 @@ func (v *View) loop() {
 		v.changed, v.reread = map[string]bool{}, false
 		v.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		v.reads = 0
 		md, err := v.read(ctx, v.snap.Load(), changed, all)
 		cancel()
 		if err != nil {
@@ -233,6 +237,7 @@ func (v *View) loop() {
 			continue
 		}
 		v.snap.Store(md)
+		v.log.Debug("metadata refreshed", "took", time.Since(start), "topics_changed", len(changed), "whole", all, "reads", v.reads)
 		if first {
 			close(v.loaded)
 			first = false
@@ -404,6 +409,7 @@ func (v *View) fetch(ctx context.Context, reqs []nodeReq) ([]nodeData, error) {
 			miss = append(miss, i)
 		}
 	}
+	v.reads += len(miss)
 	err := coord.Pipeline(ctx, len(miss), viewInFlight, func(ctx context.Context, j int) error {
 		i := miss[j]
 		var err error
