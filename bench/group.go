@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/sluice-io/sluice/api"
 )
 
@@ -106,6 +108,28 @@ func fillTopic(ctx context.Context, c ThroughputOptions, topic string, records i
 func benchGroupRound(ctx context.Context, c ThroughputOptions, group string, n int, want int64) (benchResult, []time.Duration, error) {
 	client := benchClient(n * 2)
 	defer client.CloseIdleConnections()
+	// poll reads one group poll into the member's buffer, reused across
+	// polls, and decodes it as the Go client decodes (goccy/go-json): the
+	// same reader as the partition fetches it is compared with.
+	poll := func(path string, buf *bytes.Buffer, out *api.GroupPollResponse) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		buf.Reset()
+		if _, err := buf.ReadFrom(resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, buf.Bytes())
+		}
+		return gojson.Unmarshal(buf.Bytes(), out)
+	}
 	call := func(method, path string, in, out any) error {
 		var body io.Reader
 		if in != nil {
@@ -192,6 +216,7 @@ func benchGroupRound(ctx context.Context, c ThroughputOptions, group string, n i
 			}()
 			defer func() { close(latest); <-committed }()
 			cursor := ""
+			var buf bytes.Buffer
 			for got.Load() < want && ctx.Err() == nil {
 				t0 := time.Now()
 				var pr api.GroupPollResponse
@@ -199,7 +224,7 @@ func benchGroupRound(ctx context.Context, c ThroughputOptions, group string, n i
 				if cursor != "" {
 					q += "&cursor=" + cursor
 				}
-				if err := call("GET", "/v1/groups/"+group+"/members/"+id+"/records"+q, nil, &pr); err != nil {
+				if err := poll("/v1/groups/"+group+"/members/"+id+"/records"+q, &buf, &pr); err != nil {
 					errs <- err
 					return
 				}
