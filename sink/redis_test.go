@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,28 @@ func TestRedisWrite(t *testing.T) {
 		mode  string
 		check func(t *testing.T, rdb *redis.Client, s *RedisStore)
 	}{
+		{"stream entries of every record shape", ModeStream, func(t *testing.T, rdb *redis.Client, s *RedisStore) {
+			b := recs(0, "a", "1", "b", "<nil>", "c", "3")
+			b[2].Headers = map[string]string{"h": "x"}
+			b = append(b, Record{Offset: 3, Value: str("keyless")}, Record{Offset: 4})
+			if next, err := s.Write(ctx, tp0, 1, b); err != nil || next != 5 {
+				t.Fatalf("write: %d, %v", next, err)
+			}
+			var got []string
+			for _, e := range rdb.XRange(ctx, s.DataKey("orders"), "-", "+").Val() {
+				got = append(got, fmt.Sprint(e.Values))
+			}
+			want := []string{
+				"map[key:a offset:0 partition:0 value:1]",
+				"map[key:b offset:1 partition:0]",
+				`map[headers:{"h":"x"} key:c offset:2 partition:0 value:3]`,
+				"map[offset:3 partition:0 value:keyless]",
+				"map[offset:4 partition:0]",
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("stream entries\n%q\nwant\n%q", got, want)
+			}
+		}},
 		{"hash fold with tombstones", ModeHash, func(t *testing.T, rdb *redis.Client, s *RedisStore) {
 			b := recs(0, "a", "1", "b", "2", "a", "3", "b", "<nil>", "c", "4")
 			b = append(b, Record{Offset: 5, Value: str("keyless")})
