@@ -207,3 +207,90 @@ func TestRedisScriptsReloadAfterFlush(t *testing.T) {
 		t.Fatalf("write after SCRIPT FLUSH: %v", err)
 	}
 }
+
+// TestRedisWriteForms: a batch sent in its short form ("kv" for keyed
+// records, "v" for keyless ones) leaves Redis as the full form does, in
+// every mode, and a retry that overlaps what was written lands only the
+// records past next.
+func TestRedisWriteForms(t *testing.T) {
+	ctx := context.Background()
+	keyless := func(from int64, values ...string) []Record {
+		var out []Record
+		for i, v := range values {
+			out = append(out, Record{Offset: from + int64(i), Value: str(v)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, form string
+		first      []Record
+		retry      []Record // overlaps first
+	}{
+		{"keyed", formKeyValue, recs(10, "a", "1", "b", "2", "a", "3"), recs(11, "b", "2", "a", "3", "c", "4", "b", "5")},
+		{"keyless", formValue, keyless(10, "x", "y"), keyless(10, "x", "y", "z")},
+	} {
+		for _, mode := range []string{ModeStream, ModeHash, ModeString} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				if got := batchForm(tc.first); got != tc.form {
+					t.Fatalf("batchForm %q, want %q", got, tc.form)
+				}
+				rdb, prefix := testRedis(t)
+				short := newStore(t, rdb, prefix+"short:", mode)
+				full := newStore(t, rdb, prefix+"full:", mode)
+				want := tc.retry[len(tc.retry)-1].Offset + 1
+				for _, b := range [][]Record{tc.first, tc.retry} {
+					n1, err1 := short.Write(ctx, tp0, 1, b)
+					n2, err2 := full.write(ctx, tp0, 1, b, formFull)
+					if err1 != nil || err2 != nil || n1 != n2 {
+						t.Fatalf("short form: next %d, %v; full form: next %d, %v", n1, err1, n2, err2)
+					}
+				}
+				if n, _ := full.Write(ctx, tp0, 1, nil); n != want {
+					t.Fatalf("next %d after the retry, want %d", n, want)
+				}
+				a, b := contents(t, rdb, prefix+"short:"), contents(t, rdb, prefix+"full:")
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("short form left\n%v\nfull form left\n%v", a, b)
+				}
+				if mode == ModeStream {
+					entries := rdb.XLen(ctx, short.DataKey("orders")).Val()
+					if entries != want-10 {
+						t.Fatalf("%d stream entries, want %d: a retried record landed twice or not at all", entries, want-10)
+					}
+				}
+			})
+		}
+	}
+	t.Run("gaps and mixed shapes take the full form", func(t *testing.T) {
+		gap := recs(0, "a", "1", "b", "2")
+		gap[1].Offset = 5
+		mixed := append(recs(0, "a", "1"), Record{Offset: 1, Value: str("keyless")})
+		tomb := recs(0, "a", "1", "b", "<nil>")
+		headers := recs(0, "a", "1")
+		headers[0].Headers = map[string]string{"h": "x"}
+		for _, b := range [][]Record{gap, mixed, tomb, headers, nil} {
+			if got := batchForm(b); got != formFull {
+				t.Errorf("batchForm(%v) = %q, want %q", b, got, formFull)
+			}
+		}
+	})
+}
+
+// contents is what snapshot returns with the prefix cut from each key and
+// each stream entry's ID dropped, so that two prefixes can be compared.
+func contents(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for k, v := range snapshot(t, rdb, prefix) {
+		if rdb.Type(ctx, k).Val() == "stream" {
+			var vals []string
+			for _, e := range rdb.XRange(ctx, k, "-", "+").Val() {
+				vals = append(vals, fmt.Sprint(e.Values))
+			}
+			v = fmt.Sprint(vals)
+		}
+		out[strings.TrimPrefix(k, prefix)] = v
+	}
+	return out
+}

@@ -177,7 +177,7 @@ type heldWrite struct {
 
 // parseHeldWrite reads the EVALSHA command at the start of b (RESP array
 // of bulk strings): EVALSHA sha numkeys keys... field fence mode partition
-// then five arguments per record, the first of them its offset.
+// form, then the records in that form.
 func parseHeldWrite(b []byte) (heldWrite, bool) {
 	var w heldWrite
 	line := func() (string, bool) {
@@ -212,17 +212,31 @@ func parseHeldWrite(b []byte) (heldWrite, bool) {
 	}
 	numKeys, _ := strconv.Atoi(args[2])
 	rest := args[3+numKeys:]
-	if len(rest) < 4 {
+	if len(rest) < 5 {
 		return w, false
 	}
 	w.field = rest[0]
 	w.fence, _ = strconv.ParseInt(rest[1], 10, 64)
-	recs := rest[4:]
-	w.records = len(recs) / 5
-	if w.records > 0 {
+	// The records' form (write.lua): "kv" and "v" give the first offset and
+	// then two arguments or one a record, offsets following one another;
+	// "full" gives five a record, the first of them its offset.
+	switch form, recs := rest[4], rest[5:]; form {
+	case "kv", "v":
+		width := map[string]int{"kv": 2, "v": 1}[form]
+		if len(recs) < 1 {
+			return w, false
+		}
 		w.first, _ = strconv.ParseInt(recs[0], 10, 64)
-		w.last, _ = strconv.ParseInt(recs[(w.records-1)*5], 10, 64)
-		w.parsedRecords = true
+		w.records = (len(recs) - 1) / width
+		w.last = w.first + int64(w.records) - 1
+		w.parsedRecords = w.records > 0
+	case "full":
+		w.records = len(recs) / 5
+		if w.records > 0 {
+			w.first, _ = strconv.ParseInt(recs[0], 10, 64)
+			w.last, _ = strconv.ParseInt(recs[(w.records-1)*5], 10, 64)
+			w.parsedRecords = true
+		}
 	}
 	return w, true
 }
