@@ -50,6 +50,9 @@ type SinkOptions struct {
 	Bucket *tier.S3
 	// MaxRecords, for SinkS3, is records per object. Default 20,000.
 	MaxRecords int
+	// Compression, for SinkS3, of the objects: sink.CompressionGzip (the
+	// default) or sink.CompressionNone.
+	Compression string
 	// Results, when set, is a Markdown file the run appends its row to.
 	Results string
 	// Out receives the figures. Default os.Stdout.
@@ -381,7 +384,7 @@ func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tie
 			return err
 		}
 		store, err := sink.NewS3Store(bkt, sink.S3Options{Group: "bench", Prefix: prefix, MaxRecords: maxRecords,
-			MaxBytes: 1 << 40, MaxInterval: time.Hour, ReadLog: sink.ClientLog(cl)})
+			MaxBytes: 1 << 40, MaxInterval: time.Hour, Compression: c.Compression, ReadLog: sink.ClientLog(cl)})
 		if err != nil {
 			return err
 		}
@@ -406,7 +409,7 @@ func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tie
 		// The baseline: the same objects PUT again, plainly, one at a time.
 		var objs [][]byte
 		if err := bkt.List(ctx, prefix+"/", func(info tier.ObjectInfo) error {
-			if strings.HasSuffix(info.Key, ".ndjson.gz") {
+			if strings.HasSuffix(info.Key, ".ndjson.gz") || strings.HasSuffix(info.Key, ".ndjson") {
 				data, _, err := bkt.ReadObject(ctx, info.Key)
 				if err != nil {
 					return err
@@ -437,11 +440,19 @@ func benchSinkS3(ctx context.Context, c SinkOptions, cl *client.Client, bkt *tie
 		c.out.printf("%-6d %8d %12d %12.1f %12.1f %12.1f %8.2f %12.0f %16.0f\n", round+1, st.Objects, st.Bytes/max(st.Objects, 1),
 			sinkRate, rawRate, putRate, sinkRate/putRate, recRate, readRate)
 	}
-	c.out.printf("median MB/s (gzipped object bytes): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
-		median(sinkRates), median(putRates), median(sinkRates)/median(putRates))
+	comp := c.Compression
+	if comp == "" {
+		comp = sink.CompressionGzip
+	}
+	c.out.printf("median MB/s (object bytes, compression %s): sink %.1f, plain PUTs of the same objects %.1f; ratio sink/PUT: %.2f\n",
+		comp, median(sinkRates), median(putRates), median(sinkRates)/median(putRates))
 	c.out.printf("median records/s: sink %.0f, the sink's reads alone (a store that writes nothing) %.0f; ratio sink/reads: %.2f\n",
 		median(recRates), median(readRates), median(recRates)/median(readRates))
-	return appendBenchRow(c.Results, benchRow{scenario: "sink s3 (exactly once, gzipped objects)", unit: "MB/s",
+	scenario := "sink s3 (exactly once, gzipped objects)"
+	if comp == sink.CompressionNone {
+		scenario = "sink s3 (exactly once, uncompressed objects)"
+	}
+	return appendBenchRow(c.Results, benchRow{scenario: scenario, unit: "MB/s",
 		baseline: fmt.Sprintf("plain PUTs of the same objects %.1f", median(putRates)), sluice: fmt.Sprintf("%.1f", median(sinkRates)),
 		ratio: ratioCell(median(sinkRates), median(putRates))})
 }

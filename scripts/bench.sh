@@ -46,8 +46,11 @@ step 'Kafka clients: franz-go through the Kafka listener vs the Go client throug
 "$SLUICE" bench kafka --brokers 1 --replication-factor 1 --acks 1 --results "$RESULTS"
 "$SLUICE" bench kafka --results "$RESULTS"
 
-step 'sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 vs plain PUTs of the same objects'
+step 'sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 (gzipped, then uncompressed objects) vs plain PUTs of the same objects'
 "$SLUICE" bench sink redis --redis "redis://$SLUICE_TEST_REDIS/0" --results "$RESULTS"
 SLUICE_S3_SECRET_KEY=$SLUICE_TEST_S3_SECRET_KEY "$SLUICE" bench sink s3 --size 1000 --records 100000 --max-records 5000 \
 	--s3-endpoint "$SLUICE_TEST_S3_ENDPOINT" --s3-bucket "$SLUICE_TEST_S3_BUCKET" \
 	--s3-access-key "$SLUICE_TEST_S3_ACCESS_KEY" --s3-prefix "bench-sink-$$" --results "$RESULTS"
+SLUICE_S3_SECRET_KEY=$SLUICE_TEST_S3_SECRET_KEY "$SLUICE" bench sink s3 --size 1000 --records 100000 --max-records 5000 --compression none \
+	--s3-endpoint "$SLUICE_TEST_S3_ENDPOINT" --s3-bucket "$SLUICE_TEST_S3_BUCKET" \
+	--s3-access-key "$SLUICE_TEST_S3_ACCESS_KEY" --s3-prefix "bench-sink-none-$$" --results "$RESULTS"

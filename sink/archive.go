@@ -19,15 +19,40 @@ import (
 
 // The S3 archive's layout, under a prefix:
 //
-//	<prefix>/<topic>/<partition>/<first:020d>-<last:020d>.ndjson.gz  records first..last
-//	<prefix>/<topic>/<partition>/fence.json                          {"group","fence","next","first"}
+//	<prefix>/<topic>/<partition>/<first:020d>-<last:020d>.ndjson.gz  records first..last, gzipped
+//	<prefix>/<topic>/<partition>/<first:020d>-<last:020d>.ndjson     the same, uncompressed
+//	<prefix>/<topic>/<partition>/fence.json                          {"group","fence","next","first","compression"}
 //
 // Zero-padded offsets make listing order offset order.
 
+// Compressions of archive objects (S3Options.Compression).
 const (
-	objectSuffix = ".ndjson.gz"
+	// CompressionGzip: gzip at BestSpeed, objects named .ndjson.gz. The
+	// default.
+	CompressionGzip = "gzip"
+	// CompressionNone: plain NDJSON, objects named .ndjson. Objects take
+	// more room and the sink less CPU.
+	CompressionNone = "none"
+)
+
+const (
+	ndjsonSuffix = ".ndjson"
+	gzipSuffix   = ".gz"
 	fenceName    = "fence.json"
 )
+
+// objectSuffix is the end of the names of objects compressed so.
+func objectSuffix(compression string) string {
+	if compression == CompressionNone {
+		return ndjsonSuffix
+	}
+	return ndjsonSuffix + gzipSuffix
+}
+
+// validCompression reports whether c names a compression ("" is gzip).
+func validCompression(c string) bool {
+	return c == "" || c == CompressionGzip || c == CompressionNone
+}
 
 // partDir is the folder of a partition's objects, ending in "/".
 func partDir(prefix string, tp api.TopicPartition) string {
@@ -42,23 +67,29 @@ func prefixSlash(prefix string) string {
 	return prefix + "/"
 }
 
-// ObjectKey names the archive object holding offsets first..last of tp.
-func ObjectKey(prefix string, tp api.TopicPartition, first, last int64) string {
-	return fmt.Sprintf("%s%020d-%020d%s", partDir(prefix, tp), first, last, objectSuffix)
+// ObjectKey names the archive object holding offsets first..last of tp,
+// compressed so ("" is gzip).
+func ObjectKey(prefix string, tp api.TopicPartition, first, last int64, compression string) string {
+	return fmt.Sprintf("%s%020d-%020d%s", partDir(prefix, tp), first, last, objectSuffix(compression))
 }
 
-// parseObjectName returns the range an object's base name covers.
-func parseObjectName(base string) (first, last int64, ok bool) {
-	stem, found := strings.CutSuffix(base, objectSuffix)
+// parseObjectName returns the range an object's base name covers and the
+// compression its name says.
+func parseObjectName(base string) (first, last int64, compression string, ok bool) {
+	compression = CompressionNone
+	if b, gz := strings.CutSuffix(base, gzipSuffix); gz {
+		base, compression = b, CompressionGzip
+	}
+	stem, found := strings.CutSuffix(base, ndjsonSuffix)
 	if !found || len(stem) != 41 || stem[20] != '-' {
-		return 0, 0, false
+		return 0, 0, "", false
 	}
 	first, err1 := strconv.ParseInt(stem[:20], 10, 64)
 	last, err2 := strconv.ParseInt(stem[21:], 10, 64)
 	if err1 != nil || err2 != nil || first < 0 || last < first {
-		return 0, 0, false
+		return 0, 0, "", false
 	}
-	return first, last, true
+	return first, last, compression, true
 }
 
 // ArchivedObject is one object of a partition's archive.
@@ -67,6 +98,7 @@ type ArchivedObject struct {
 	First, Last int64
 	Size        int64
 	ETag        string
+	Compression string // CompressionGzip or CompressionNone, from the name
 }
 
 // ListArchive returns tp's archive objects in listing order, which is
@@ -79,8 +111,8 @@ func ListArchive(ctx context.Context, objs Objects, prefix string, tp api.TopicP
 		if strings.Contains(rest, "/") {
 			return nil
 		}
-		if first, last, ok := parseObjectName(rest); ok {
-			out = append(out, ArchivedObject{Key: info.Key, First: first, Last: last, Size: info.Size, ETag: info.ETag})
+		if first, last, comp, ok := parseObjectName(rest); ok {
+			out = append(out, ArchivedObject{Key: info.Key, First: first, Last: last, Size: info.Size, ETag: info.ETag, Compression: comp})
 		}
 		return nil
 	})
@@ -169,13 +201,17 @@ func htmlSpecial(v []byte) bool {
 	}
 }
 
-// encodeObject gzips NDJSON lines. The output is a function of the lines
-// alone (no name or time in the gzip header, a fixed level), so a range
-// rebuilt from the log has the bytes of the first upload. The level is
-// BestSpeed: on record values that compress poorly the default level
-// costs ten times the CPU for output about 8% smaller, and compression is
-// what bounds the sink's rate.
-func encodeObject(lines []byte) ([]byte, error) {
+// encodeObject compresses NDJSON lines, or with CompressionNone returns
+// them as they are (the object then owns them). The output is a function
+// of the lines and the compression alone (no name or time in the gzip
+// header, a fixed level), so a range rebuilt from the log has the bytes of
+// the first upload. The level is BestSpeed: on record values that compress
+// poorly the default level costs ten times the CPU for output about 8%
+// smaller, and compression is what bounds the sink's rate.
+func encodeObject(lines []byte, compression string) ([]byte, error) {
+	if compression == CompressionNone {
+		return lines, nil
+	}
 	var buf bytes.Buffer
 	buf.Grow(len(lines)/2 + 64)
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
@@ -191,16 +227,16 @@ func encodeObject(lines []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// EncodeArchiveObject renders recs as an archive object's bytes: the bytes
-// the S3 archive uploads for them, every time.
-func EncodeArchiveObject(recs []Record) ([]byte, error) {
-	data, _, err := encodeRecords(recs)
+// EncodeArchiveObject renders recs as an archive object's bytes, compressed
+// so ("" is gzip): the bytes the S3 archive uploads for them, every time.
+func EncodeArchiveObject(recs []Record, compression string) ([]byte, error) {
+	data, _, err := encodeRecords(recs, compression)
 	return data, err
 }
 
 // encodeRecords renders recs as one object's bytes, and says how many
 // NDJSON bytes they hold.
-func encodeRecords(recs []Record) ([]byte, int, error) {
+func encodeRecords(recs []Record, compression string) ([]byte, int, error) {
 	var lines []byte
 	for _, r := range recs {
 		l, err := appendArchiveLine(lines, r)
@@ -209,16 +245,21 @@ func encodeRecords(recs []Record) ([]byte, int, error) {
 		}
 		lines = l
 	}
-	data, err := encodeObject(lines)
+	data, err := encodeObject(lines, compression)
 	return data, len(lines), err
 }
 
 // DecodeArchiveObject returns the records an object's bytes hold, as
-// fetched records.
+// fetched records, gzipped or not: a gzip stream starts with 0x1f 0x8b,
+// an NDJSON line with '{'.
 func DecodeArchiveObject(data []byte) ([]api.FetchedRecord, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
+	var zr io.Reader = bytes.NewReader(data)
+	if len(data) > 0 && data[0] != '{' {
+		gz, err := gzip.NewReader(zr)
+		if err != nil {
+			return nil, err
+		}
+		zr = gz
 	}
 	var out []api.FetchedRecord
 	sc := bufio.NewScanner(zr)

@@ -34,7 +34,7 @@ func FuzzDecodeArchiveObject(f *testing.F) {
 		{Offset: 14, Key: []byte("\x01\x1f\b\f"), Value: []byte("\"\\u0001\"")},
 		{Offset: 1<<62 + 3, Timestamp: -1 << 40, Value: []byte(`1e400`)},
 	} {
-		data, err := EncodeArchiveObject([]Record{r})
+		data, err := EncodeArchiveObject([]Record{r}, CompressionGzip)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func FuzzDecodeArchiveObject(f *testing.F) {
 		f.Add(line) // as lines, for the second run
 		all = append(all, r)
 	}
-	data, err := EncodeArchiveObject(all)
+	data, err := EncodeArchiveObject(all, CompressionGzip)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func FuzzDecodeArchiveObject(f *testing.F) {
 		checkArchiveObject(t, data)
 		// The bytes as the NDJSON lines of an object: a mutated gzip stream
 		// rarely passes its checksum, so the lines get their own run.
-		lines, err := encodeObject(data)
+		lines, err := encodeObject(data, CompressionGzip)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,36 +82,39 @@ func checkArchiveObject(t *testing.T, data []byte) {
 		}
 		recs = append(recs, r)
 	}
-	enc, err := EncodeArchiveObject(recs)
-	if err != nil {
-		t.Fatalf("encoding decoded records: %v", err)
-	}
-	frs2, err := DecodeArchiveObject(enc)
-	if err != nil {
-		t.Fatalf("the re-encoded object is refused: %v", err)
-	}
-	recs2 := make([]Record, 0, len(frs2))
-	for _, fr := range frs2 {
-		r, err := fromFetched(fr)
+	// In either compression.
+	for _, comp := range []string{CompressionGzip, CompressionNone} {
+		enc, err := EncodeArchiveObject(recs, comp)
 		if err != nil {
-			t.Fatalf("a re-encoded line: %v", err)
+			t.Fatalf("encoding decoded records (%s): %v", comp, err)
 		}
-		recs2 = append(recs2, r)
-	}
-	// The same records, but for what encoding normalizes: a JSON value
-	// is written compacted (and HTML-escaped), so it compares as JSON.
-	if len(recs) != len(recs2) {
-		t.Fatalf("decode(encode(records)): %d records, want %d", len(recs2), len(recs))
-	}
-	for i := range recs {
-		if !sameArchived(recs[i], recs2[i]) {
-			t.Fatalf("record %d: decode(encode(r)) differs:\n%s\n%s", i, renderArchived(recs[i:i+1]), renderArchived(recs2[i:i+1]))
+		frs2, err := DecodeArchiveObject(enc)
+		if err != nil {
+			t.Fatalf("the re-encoded object (%s) is refused: %v", comp, err)
 		}
-	}
-	// And encoding is a fixed point from there.
-	enc2, err := EncodeArchiveObject(recs2)
-	if err != nil || !bytes.Equal(enc, enc2) {
-		t.Fatalf("encoding again gives other bytes (%v)", err)
+		recs2 := make([]Record, 0, len(frs2))
+		for _, fr := range frs2 {
+			r, err := fromFetched(fr)
+			if err != nil {
+				t.Fatalf("a re-encoded line: %v", err)
+			}
+			recs2 = append(recs2, r)
+		}
+		// The same records, but for what encoding normalizes: a JSON value
+		// is written compacted (and HTML-escaped), so it compares as JSON.
+		if len(recs) != len(recs2) {
+			t.Fatalf("decode(encode(records)): %d records, want %d", len(recs2), len(recs))
+		}
+		for i := range recs {
+			if !sameArchived(recs[i], recs2[i]) {
+				t.Fatalf("record %d: decode(encode(r)) differs:\n%s\n%s", i, renderArchived(recs[i:i+1]), renderArchived(recs2[i:i+1]))
+			}
+		}
+		// And encoding is a fixed point from there.
+		enc2, err := EncodeArchiveObject(recs2, comp)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding again gives other bytes (%v)", err)
+		}
 	}
 }
 
@@ -141,7 +144,7 @@ func FuzzArchiveRoundTrip(f *testing.F) {
 			// Headers are strings the gateway rendered from JSON: valid UTF-8.
 			r.Headers = map[string]string{hk: hv}
 		}
-		data, err := EncodeArchiveObject([]Record{r})
+		data, err := EncodeArchiveObject([]Record{r}, CompressionGzip)
 		if err != nil {
 			t.Fatalf("encoding %s: %v", renderArchived([]Record{r}), err)
 		}

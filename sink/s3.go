@@ -58,6 +58,11 @@ type S3Options struct {
 	MaxRecords  int
 	MaxBytes    int64
 	MaxInterval time.Duration
+	// Compression of the objects this store creates: CompressionGzip (the
+	// default) or CompressionNone. A range is rebuilt with the compression
+	// it was reserved with, whatever this store's, so an archive may hold
+	// both kinds of object; readers take either.
+	Compression string
 	// ReadLog rebuilds reserved ranges from the log. Required.
 	ReadLog ReadLogFunc
 	// Metrics count the objects created (share the sink's to serve them
@@ -73,6 +78,12 @@ func (o *S3Options) validate() error {
 	}
 	if o.ReadLog == nil {
 		return errors.New("sink: s3: ReadLog is required")
+	}
+	if o.Compression == "" {
+		o.Compression = CompressionGzip
+	}
+	if !validCompression(o.Compression) {
+		return fmt.Errorf("sink: s3: compression %q: want %s or %s", o.Compression, CompressionGzip, CompressionNone)
 	}
 	if o.MaxRecords == 0 {
 		o.MaxRecords = 100_000
@@ -94,13 +105,17 @@ func (o *S3Options) validate() error {
 
 // fenceState is a partition's fence object. Offsets below Next are
 // reserved: every range of them is in an object, except perhaps the last
-// one reserved, First..Next-1, whose upload may not have happened. -1 in
-// Next and First: nothing reserved yet (read from the group's position).
+// one reserved, First..Next-1, whose upload may not have happened; its
+// object is compressed as Compression says ("" is gzip: fence objects
+// from before the field), so that a rebuild stores the bytes, under the
+// key, of the upload it stands in for. -1 in Next and First: nothing
+// reserved yet (read from the group's position).
 type fenceState struct {
-	Group string `json:"group"`
-	Fence int64  `json:"fence"`
-	Next  int64  `json:"next"`
-	First int64  `json:"first"`
+	Group       string `json:"group"`
+	Fence       int64  `json:"fence"`
+	Next        int64  `json:"next"`
+	First       int64  `json:"first"`
+	Compression string `json:"compression,omitempty"`
 }
 
 // S3Store is the S3 archive Store. Per partition, a fence object (see
@@ -277,7 +292,7 @@ func (s *S3Store) fromListing(ctx context.Context, tp api.TopicPartition) (fence
 	st := fenceState{Group: s.opts.Group, Next: -1, First: -1}
 	if len(objs) > 0 {
 		last := objs[len(objs)-1]
-		st.Next, st.First = last.Last+1, last.First
+		st.Next, st.First, st.Compression = last.Last+1, last.First, last.Compression
 	}
 	return st, nil
 }
@@ -288,7 +303,10 @@ func (s *S3Store) repair(ctx context.Context, tp api.TopicPartition, p *s3Part) 
 	if p.state.First < 0 || p.state.Next <= p.state.First {
 		return nil
 	}
-	key := ObjectKey(s.opts.Prefix, tp, p.state.First, p.state.Next-1)
+	if !validCompression(p.state.Compression) {
+		return fmt.Errorf("%w: %s reserves a range compressed as %q", ErrStoreConflict, s.FenceKey(tp), p.state.Compression)
+	}
+	key := ObjectKey(s.opts.Prefix, tp, p.state.First, p.state.Next-1, p.state.Compression)
 	_, err := s.objs.Stat(ctx, key)
 	if err == nil || !tier.IsNotExist(err) {
 		return err
@@ -297,7 +315,7 @@ func (s *S3Store) repair(ctx context.Context, tp api.TopicPartition, p *s3Part) 
 	if err != nil {
 		return fmt.Errorf("rebuilding %s from the log: %w", key, err)
 	}
-	data, raw, err := encodeRecords(recs)
+	data, raw, err := encodeRecords(recs, p.state.Compression)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBadBatch, key, err)
 	}
@@ -438,11 +456,11 @@ func (s *S3Store) roll(ctx context.Context, tp api.TopicPartition, p *s3Part, fo
 	if p.n == 0 || !(due || force) {
 		return p.durable(), nil
 	}
-	data, err := encodeObject(p.lines)
+	data, err := encodeObject(p.lines, s.opts.Compression)
 	if err != nil {
 		return p.durable(), err
 	}
-	want := fenceState{Group: s.opts.Group, Fence: p.fence, Next: p.last + 1, First: p.first}
+	want := fenceState{Group: s.opts.Group, Fence: p.fence, Next: p.last + 1, First: p.first, Compression: s.opts.Compression}
 	key := s.FenceKey(tp)
 	etag, err := s.putFence(ctx, key, want, p.etag)
 	if errors.Is(err, tier.ErrPrecondition) {
@@ -467,13 +485,13 @@ func (s *S3Store) roll(ctx context.Context, tp api.TopicPartition, p *s3Part, fo
 		// The put may have landed (a lost answer, or a stop while it was in
 		// flight): a retry of the write finds out through the precondition;
 		// should none come, Finish looks.
-		p.uncertain = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data,
+		p.uncertain = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1, want.Compression), data: data,
 			rawBytes: len(p.lines), ifReserved: &want, fenceKey: key}
 		return p.durable(), err
 	}
 	p.uncertain = nil
 	p.etag, p.state = etag, want
-	p.pending = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1), data: data, rawBytes: len(p.lines)}
+	p.pending = &pendingObject{topic: tp.Topic, key: ObjectKey(s.opts.Prefix, tp, want.First, want.Next-1, want.Compression), data: data, rawBytes: len(p.lines)}
 	p.lines, p.first, p.last, p.n = nil, -1, -1, 0
 	failpoint(StepAfterReserve)
 	if err := s.upload(ctx, p); err != nil {

@@ -23,7 +23,7 @@ func BenchmarkS3Archive(b *testing.B) {
 			recs[i] = sink.Record{Offset: int64(i), Timestamp: 1700000000000 + int64(i), Key: []byte("k" + strconv.Itoa(i%100)),
 				Value: []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, bytes.Repeat([]byte{'a' + byte(i%26)}, size)))}
 		}
-		obj, err := sink.EncodeArchiveObject(recs)
+		obj, err := sink.EncodeArchiveObject(recs, sink.CompressionGzip)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -72,7 +72,8 @@ func storeFixtures(withFolds bool) []struct {
 	}{
 		{"memory", memoryFixture},
 		{"redis", func(t *testing.T) storeFixture { return redisFixture(t, sink.ModeStream) }},
-		{"s3", s3Fixture},
+		{"s3", func(t *testing.T) storeFixture { return s3Fixture(t, sink.CompressionGzip) }},
+		{"s3-uncompressed", func(t *testing.T) storeFixture { return s3Fixture(t, sink.CompressionNone) }},
 	}
 	if withFolds {
 		out = append(out, struct {
@@ -198,9 +199,10 @@ func streamRecords(t *testing.T, rdb *redis.Client, key string, tp api.TopicPart
 	return out
 }
 
-// s3Fixture is an S3 archive (objects of 10 records, rolled by age after
-// 300 ms) under a prefix of the test S3 bucket of the test's own.
-func s3Fixture(t *testing.T) storeFixture {
+// s3Fixture is an S3 archive (objects of 10 records, compressed so, rolled
+// by age after 300 ms) under a prefix of the test S3 bucket of the test's
+// own.
+func s3Fixture(t *testing.T, compression string) storeFixture {
 	bkt, _ := testBucket(t, "")
 	if err := sink.ProbeConditionalWrites(t.Context(), bkt, "archive"); err != nil {
 		t.Fatal(err)
@@ -210,7 +212,7 @@ func s3Fixture(t *testing.T) storeFixture {
 			t.Helper()
 			st, err := sink.NewS3Store(bkt, sink.S3Options{
 				Group: storeGroup, Prefix: "archive", MaxRecords: 10, MaxInterval: 300 * time.Millisecond,
-				ReadLog: log, Logger: testLogger(t, "s3"),
+				Compression: compression, ReadLog: log, Logger: testLogger(t, "s3"),
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -93,11 +93,11 @@ func TestSinksResumeFromTieredStorage(t *testing.T) {
 	checkArchive(t, archBkt, cl, "orders", log)
 
 	// The rebuilt range holds the bytes its first writer would have stored.
-	got, _, err := archBkt.ReadObject(ctx, sink.ObjectKey("archive", tp0(), 100, 199))
+	got, _, err := archBkt.ReadObject(ctx, sink.ObjectKey("archive", tp0(), 100, 199, sink.CompressionGzip))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := sink.EncodeArchiveObject(first[100:200])
+	want, err := sink.EncodeArchiveObject(first[100:200], sink.CompressionGzip)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,6 +301,7 @@ func benchSinkCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&c.Redis, "redis", envOr("SLUICE_REDIS_URL", c.Redis), "redis: the Redis to write to (env SLUICE_REDIS_URL); keys under sluice-bench:")
 	s3 := addS3Flags(fs)
 	fs.IntVar(&c.MaxRecords, "max-records", c.MaxRecords, "s3: records per object")
+	fs.StringVar(&c.Compression, "compression", "gzip", "s3: objects' compression, gzip or none")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (the sink and, without --url, the cluster) to this file")
 	addResultsFlag(fs, &c.Results)
 	if err := fs.Parse(args[1:]); err != nil {

@@ -14,8 +14,8 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// runSinkS3 is `sluice sink s3`: topics archived to S3 as gzipped NDJSON
-// objects, exactly once, by a group member.
+// runSinkS3 is `sluice sink s3`: topics archived to S3 as NDJSON objects
+// (gzipped by default), exactly once, by a group member.
 func runSinkS3(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sink s3", flag.ContinueOnError)
 	base := gatewayFlag(fs)
@@ -27,7 +27,8 @@ func runSinkS3(ctx context.Context, args []string) error {
 	session := fs.Duration("session-timeout", 0, "group session timeout (0: the server's 30s)")
 	pollRecords := fs.Int("poll-records", 500, "records per poll")
 	maxRecords := fs.Int("max-records", 100_000, "roll an object at this many records")
-	maxBytes := fs.Int64("max-bytes", 64<<20, "roll an object at this many bytes of NDJSON (before gzip)")
+	maxBytes := fs.Int64("max-bytes", 64<<20, "roll an object at this many bytes of NDJSON (before compression)")
+	compression := fs.String("compression", sink.CompressionGzip, "objects' compression: gzip (.ndjson.gz) or none (.ndjson: more room, less CPU)")
 	maxInterval := fs.Duration("max-interval", time.Minute, "roll an object this long after its first record")
 	parallel := fs.Int("parallel-writes", 8, "partitions of one poll written at once (each partition's batches stay in order)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty: none")
@@ -58,7 +59,7 @@ func runSinkS3(ctx context.Context, args []string) error {
 	metrics := sink.NewMetrics()
 	store, err := sink.NewS3Store(bkt, sink.S3Options{
 		Group: *group, Prefix: *prefix, MaxRecords: *maxRecords, MaxBytes: *maxBytes, MaxInterval: *maxInterval,
-		ReadLog: sink.ClientLog(cl), Metrics: metrics, Logger: logger,
+		Compression: *compression, ReadLog: sink.ClientLog(cl), Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
 		return err
