@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -59,6 +61,13 @@ type WSOptions struct {
 	// from 127.0.0.1. Default: none, an embedded cluster.
 	URL string
 	PID int
+	// Dev starts `sluice dev` (Binary's) as a child process, with
+	// WebSocket limits that admit the consumers, and measures it as URL and
+	// PID do: what a user of `make run` would see. Not with URL.
+	Dev bool
+	// Results, when set, is a Markdown file the run appends its row to:
+	// RSS per idle consumer.
+	Results string
 	// Binary is the sluice binary whose `sluice bench ws --client` opens
 	// the consumers in a child process. Default: this process's executable.
 	Binary string
@@ -90,6 +99,23 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	if (o.URL == "") != (o.PID == 0) {
 		return errors.New("--url and --pid go together")
 	}
+	if o.Dev && o.URL != "" {
+		return errors.New("--dev starts its own gateway: not with --url")
+	}
+	exe := o.Binary
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	if o.Dev {
+		dev, url, err := startDevProcess(ctx, exe, o.Connections+100)
+		if err != nil {
+			return err
+		}
+		defer dev.stop()
+		o.URL, o.PID = url, dev.gateway.pid()
+	}
 	url := o.URL
 	measure := measureProcess
 	where := "this process (broker and gateway), after a forced collection"
@@ -120,12 +146,6 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 	}
 	before := measure()
 
-	exe := o.Binary
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return err
-		}
-	}
 	cmd := exec.CommandContext(ctx, exe, "bench", "ws", "--client", url, "--connections", strconv.Itoa(o.Connections),
 		"--credit", strconv.Itoa(o.Credit), "--partitions", strconv.Itoa(o.Partitions), "--groups", strconv.Itoa(o.Groups), "--sse="+strconv.FormatBool(o.SSE))
 	cmd.Stderr = os.Stderr
@@ -200,7 +220,58 @@ func WS(ctx context.Context, o WSOptions) (err error) {
 		per(before.heap, during.heap), per(before.rss, during.rss), float64(during.goroutines-before.goroutines)/float64(o.Connections))
 	out.printf("new-record latency to a waiting stream: p50 %s, max %s alone; p50 %s, max %s beside the idle consumers\n",
 		lat0[len(lat0)/2], lat0[len(lat0)-1], lat[len(lat)/2], lat[len(lat)-1])
-	return nil
+	scope := "embedded, after a forced collection"
+	if o.URL != "" {
+		scope = "process RSS from outside"
+	}
+	if o.Dev {
+		scope = "`sluice dev` RSS from outside"
+	}
+	aim := "—"
+	if o.Credit > 0 && o.Groups == 0 && !o.SSE {
+		aim = "≤ 32 KiB"
+		if o.Connections > 2000 {
+			aim = "≤ 64 KiB"
+		}
+	}
+	return appendBenchRow(o.Results, benchRow{
+		scenario: fmt.Sprintf("ws: %d idle %s, credit %d, %s", o.Connections, strings.SplitN(kind, ";", 2)[0], o.Credit, scope),
+		unit:     "KiB RSS each", baseline: "—", sluice: fmt.Sprintf("%.1f", per(before.rss, during.rss)), ratio: "—", aim: aim})
+}
+
+// devListening is the line `sluice dev` prints once it is up.
+var devListening = regexp.MustCompile(`is up: gateway (https?://[^\s,]+),`)
+
+// startDevProcess runs exe's `sluice dev` (three brokers and the gateway in
+// one process) on a loopback port it chooses, in a temporary directory,
+// with WebSocket limits of wsLimit, and returns once it is up. The caller
+// ends it with stop.
+func startDevProcess(ctx context.Context, exe string, wsLimit int) (*processCluster, string, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-dev-")
+	if err != nil {
+		return nil, "", err
+	}
+	pc := &processCluster{dir: dir, exe: exe, brokers: map[int32]*childProcess{}}
+	limit := strconv.Itoa(wsLimit)
+	pc.gateway, err = pc.start("dev", []string{"dev", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--log-level", benchLogLevel(),
+		"--limit", "gateway.ws.max.connections=" + limit, "--limit", "gateway.ws.max.connections.per.ip=" + limit})
+	if err != nil {
+		pc.stop()
+		return nil, "", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	url, err := waitLogMatch(wctx, pc.gateway.logPath, devListening)
+	if err != nil {
+		pc.printLogs(2000)
+		pc.stop()
+		return nil, "", fmt.Errorf("sluice dev did not come up: %w", err)
+	}
+	if err := waitBrokers(wctx, url, 3, ""); err != nil {
+		pc.stop()
+		return nil, "", fmt.Errorf("sluice dev did not come up: %w", err)
+	}
+	return pc, url, nil
 }
 
 // startWSBenchCluster runs one broker and a gateway that admits n

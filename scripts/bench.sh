@@ -46,6 +46,12 @@ step 'Kafka clients: franz-go through the Kafka listener vs the Go client throug
 "$SLUICE" bench kafka --brokers 1 --replication-factor 1 --acks 1 --results "$RESULTS"
 "$SLUICE" bench kafka --results "$RESULTS"
 
+step 'idle WebSocket streams with credit on empty partitions: RSS of a `sluice dev` process from outside, 2,000 and 10,000 streams'
+# 10,000 streams are 10,000 descriptors in the gateway and as many in the client.
+ulimit -n "$(ulimit -Hn)"
+"$SLUICE" bench ws --dev --connections 2000 --credit 100 --hold 10s --results "$RESULTS"
+"$SLUICE" bench ws --dev --connections 10000 --credit 100 --hold 10s --results "$RESULTS"
+
 step 'sinks: Redis vs XADD pipelines of the same depth (and redis-benchmark); S3 (gzipped, then uncompressed objects) vs plain PUTs of the same objects'
 "$SLUICE" bench sink redis --redis "redis://$SLUICE_TEST_REDIS/0" --results "$RESULTS"
 SLUICE_S3_SECRET_KEY=$SLUICE_TEST_S3_SECRET_KEY "$SLUICE" bench sink s3 --size 1000 --records 100000 --max-records 5000 \

@@ -272,6 +272,8 @@ func benchWSCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile of this process (the gateway and broker) to this file while the consumers are open")
 	fs.StringVar(&o.URL, "url", "", "a running gateway (sluice dev) to measure instead of an embedded cluster; needs --pid, and WebSocket limits that admit --connections + 1 from 127.0.0.1")
 	fs.IntVar(&o.PID, "pid", 0, "with --url: the gateway's process, whose VmRSS is read from /proc/PID/status")
+	fs.BoolVar(&o.Dev, "dev", false, "start `sluice dev` as a child process (WebSocket limits admitting --connections) and measure it from outside, as --url and --pid do")
+	addResultsFlag(fs, &o.Results)
 	client := fs.String("client", "", "internal: run as the client process against this gateway URL")
 	if err := fs.Parse(args); err != nil {
 		return err
