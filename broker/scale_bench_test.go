@@ -31,8 +31,10 @@ import (
 //     requests cost);
 //   - drain: broker 1 marks its registration shutting down; the controller
 //     moves each of its leaderships (controlled shutdown);
-//   - failback: the mark is cleared; the preferred-replica pass moves them
-//     back;
+//   - failback: the mark is cleared and broker 1 rejoins the ISRs the
+//     drain left it out of (one batch of conditional writes, as its
+//     leaders' ISR loops would write once it caught up); the
+//     preferred-replica pass moves the leaderships back;
 //   - kill: broker 1's session ends; the controller moves its leaderships
 //     and drops it from every ISR;
 //   - failover: the controller's session and broker 3's end together;
@@ -155,7 +157,38 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 			}
 		}
 		measure("drain", func() { setReg(1, true) }, func(md *cluster.Metadata) bool { return led(md, 1) == 0 })
-		measure("failback", func() { setReg(1, false) }, func(md *cluster.Metadata) bool { return led(md, 1) == moved })
+		// rejoin puts id back in the ISR of every partition it replicates, as
+		// the leaders do once a returning broker has caught up: a drain
+		// leaves the broker out of the ISRs, and leadership goes back only
+		// to a preferred replica in the ISR.
+		rejoin := func(id int32) {
+			for attempt := 0; ; attempt++ {
+				if err := obs.Refresh(ctx); err != nil {
+					b.Fatal(err)
+				}
+				md := obs.Current()
+				var ws []stateWrite
+				for _, name := range md.TopicNames() {
+					tm := md.Topics[name]
+					for p, st := range tm.States {
+						if !slices.Contains(tm.Record.Replicas[p], id) || slices.Contains(st.ISR, id) {
+							continue
+						}
+						next := st
+						next.ISR = append(slices.Clone(st.ISR), id)
+						ws = append(ws, stateWrite{topic: name, partition: int32(p), state: next, version: tm.StateVersions[p]})
+					}
+				}
+				if len(ws) == 0 {
+					return
+				}
+				if attempt == 20 {
+					b.Fatalf("broker %d is still out of %d ISRs", id, len(ws))
+				}
+				writeStates(ctx, regs[id], nil, ws) // a write that lost a race is tried again
+			}
+		}
+		measure("failback", func() { setReg(1, false); rejoin(1) }, func(md *cluster.Metadata) bool { return led(md, 1) == moved })
 		measure("kill", func() { _ = regs[1].Close() }, func(md *cluster.Metadata) bool {
 			return led(md, 1) == 0 && inISR(md, 1) == 0
 		})
