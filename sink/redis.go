@@ -119,14 +119,12 @@ func (s *RedisStore) write(ctx context.Context, tp api.TopicPartition, fence int
 	args := make([]any, 0, 6+5*len(recs))
 	args = append(args, field(tp), fence, s.opts.Mode, strconv.Itoa(int(tp.Partition)), form)
 	switch form {
-	case formKeyValue:
+	case formKeyValue, formValue:
 		args = append(args, recs[0].Offset)
 		for _, r := range recs {
-			args = append(args, r.Key, r.Value)
-		}
-	case formValue:
-		args = append(args, recs[0].Offset)
-		for _, r := range recs {
+			if form == formKeyValue {
+				args = append(args, r.Key)
+			}
 			args = append(args, r.Value)
 		}
 	default:

@@ -101,26 +101,22 @@ end
 
 -- Write.
 local last = -1
-if form == 'kv' then
+if width then
   -- Records below next were written before; the rest follow one another.
-  local data = KEYS[2]
-  for i = math.max(0, nxt - first), nrec - 1 do
-    local key, value = ARGV[7 + i * 2], ARGV[8 + i * 2]
-    if mode == 'stream' then
-      redis.call('XADD', data, '*', 'partition', partition, 'offset', string.format('%d', first + i), 'key', key, 'value', value)
-    elseif mode == 'hash' then
-      redis.call('HSET', data, key, value)
-    else
-      redis.call('SET', KEYS[2 + i], value)
-    end
-  end
-  if nrec > 0 then last = first + nrec - 1 end
-elseif form == 'v' then
-  -- Keyless: only a stream keeps them; the other modes only move next.
-  if mode == 'stream' then
+  -- Keyless ones ("v") only a stream keeps; the other modes only move next.
+  if width == 2 or mode == 'stream' then
     local data = KEYS[2]
     for i = math.max(0, nxt - first), nrec - 1 do
-      redis.call('XADD', data, '*', 'partition', partition, 'offset', string.format('%d', first + i), 'value', ARGV[7 + i])
+      local offset, value = string.format('%d', first + i), ARGV[6 + (i + 1) * width]
+      if width == 1 then
+        redis.call('XADD', data, '*', 'partition', partition, 'offset', offset, 'value', value)
+      elseif mode == 'stream' then
+        redis.call('XADD', data, '*', 'partition', partition, 'offset', offset, 'key', ARGV[5 + (i + 1) * 2], 'value', value)
+      elseif mode == 'hash' then
+        redis.call('HSET', data, ARGV[5 + (i + 1) * 2], value)
+      else
+        redis.call('SET', KEYS[2 + i], value)
+      end
     end
   end
   if nrec > 0 then last = first + nrec - 1 end
